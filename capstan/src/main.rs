@@ -1,0 +1,141 @@
+//! `capstan`: the one binary. It parses flags and runs the component crates; nothing else
+//! lives here.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+/// Capstan: a Kubernetes control plane in one binary.
+#[derive(Parser)]
+#[command(name = "capstan", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one store member serving the etcd v3 gRPC API.
+    Store(StoreArgs),
+}
+
+/// Flags of `capstan store`, named after etcd's.
+#[derive(clap::Args)]
+struct StoreArgs {
+    /// Human-readable name of this member.
+    #[arg(long, default_value = "default")]
+    name: String,
+    /// Path to the data directory.
+    #[arg(long, default_value = "default.capstan")]
+    data_dir: PathBuf,
+    /// Comma-separated URLs to serve clients on (http://IP:PORT).
+    #[arg(long, default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
+    listen_client_urls: Vec<String>,
+    /// Comma-separated client URLs advertised to the cluster (default: the listen URLs).
+    #[arg(long, value_delimiter = ',')]
+    advertise_client_urls: Vec<String>,
+    /// Comma-separated peer URLs advertised to the cluster.
+    #[arg(long, default_value = "http://127.0.0.1:2380", value_delimiter = ',')]
+    initial_advertise_peer_urls: Vec<String>,
+    /// Applied entries between two snapshots of the state machine.
+    #[arg(long, default_value_t = 10_000)]
+    snapshot_count: u64,
+    /// Largest accepted request, in bytes.
+    #[arg(long, default_value_t = 1_572_864)]
+    max_request_bytes: usize,
+    /// Largest number of operations in one transaction.
+    #[arg(long, default_value_t = 128)]
+    max_txn_ops: usize,
+    /// Raft heartbeat interval in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    heartbeat_interval: u64,
+    /// Raft election timeout in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    election_timeout: u64,
+    /// Interval of watch progress notifications (e.g. 10m, 30s, 500ms).
+    #[arg(long = "experimental-watch-progress-notify-interval", default_value = "10m", value_parser = parse_duration)]
+    progress_notify_interval: Duration,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" | "" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        _ => Err(format!("invalid duration unit in {s:?} (use ms, s, m or h)")),
+    }
+}
+
+impl StoreArgs {
+    fn into_config(self) -> store::StoreConfig {
+        let mut cfg = store::StoreConfig::new(self.name, self.data_dir);
+        cfg.listen_client_urls = self.listen_client_urls;
+        cfg.advertise_client_urls = self.advertise_client_urls;
+        cfg.initial_advertise_peer_urls = self.initial_advertise_peer_urls;
+        cfg.snapshot_count = self.snapshot_count;
+        cfg.max_request_bytes = self.max_request_bytes;
+        cfg.max_txn_ops = self.max_txn_ops;
+        cfg.heartbeat_interval = Duration::from_millis(self.heartbeat_interval.max(1));
+        cfg.election_timeout = Duration::from_millis(self.election_timeout.max(1));
+        cfg.progress_notify_interval = self.progress_notify_interval.max(Duration::from_millis(1));
+        cfg
+    }
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down");
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CAPSTAN_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,raft=warn")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Store(args) => store::server::run(args.into_config(), shutdown_signal()).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

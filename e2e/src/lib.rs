@@ -1,0 +1,150 @@
+//! End-to-end test harness: starts the real `capstan` binary (and, for comparisons, Debian's
+//! `etcd`) as child processes on free loopback ports with temporary data directories.
+//!
+//! Tests in `e2e/tests/` and the benchmarks in `e2e/benches/` use only this module to launch
+//! servers, so every test sees the binary exactly as a user runs it.
+//!
+//! The binary is found at `$CAPSTAN_BIN`, or next to the test executable's target directory
+//! (`target/<profile>/capstan`); `make test` builds it before the tests run.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// Path of the `capstan` binary under test.
+///
+/// `$CAPSTAN_BIN` wins; otherwise the binary of the same cargo profile as the running test
+/// (`target/debug/capstan` for `cargo test`, `target/release/capstan` for `cargo bench`).
+pub fn capstan_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CAPSTAN_BIN") {
+        return PathBuf::from(p);
+    }
+    // current_exe = target/<profile>/deps/<test>-<hash>
+    let exe = std::env::current_exe().unwrap_or_default();
+    let profile_dir = exe.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
+    profile_dir.join("capstan")
+}
+
+/// A free TCP port on 127.0.0.1 (bound then released; the OS will not hand it out again soon).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+/// A running `capstan store` child process with its data directory.
+///
+/// Dropping it kills the process (SIGKILL) but keeps nothing else: the data directory belongs
+/// to the caller, so a test can restart a store on the same directory after a crash.
+pub struct StoreProcess {
+    child: Child,
+    /// Client URL, e.g. `http://127.0.0.1:23791`.
+    pub endpoint: String,
+    /// Data directory the process was started with.
+    pub data_dir: PathBuf,
+    /// File receiving the process's stderr (its logs).
+    pub log_path: PathBuf,
+}
+
+impl StoreProcess {
+    /// Starts `capstan store` on a free port with `data_dir` and extra flags, and waits until
+    /// it answers a Status call (at most 20 s).
+    pub fn start(data_dir: &Path, extra_args: &[&str]) -> Result<Self> {
+        let port = free_port();
+        let endpoint = format!("http://127.0.0.1:{port}");
+        std::fs::create_dir_all(data_dir).ok();
+        let log_path = data_dir.with_extension("log");
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
+        let child = Command::new(capstan_bin())
+            .arg("store")
+            .args(["--name", "default", "--listen-client-urls", &endpoint])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(extra_args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("spawning {}", capstan_bin().display()))?;
+        let mut p = StoreProcess { child, endpoint, data_dir: data_dir.to_path_buf(), log_path };
+        p.wait_ready(Duration::from_secs(20))?;
+        Ok(p)
+    }
+
+    /// Polls the endpoint with `etcdctl`-equivalent Status calls until it answers.
+    fn wait_ready(&mut self, limit: Duration) -> Result<()> {
+        let deadline = Instant::now() + limit;
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!("capstan store exited early with {status}; log: {}", self.log());
+            }
+            let ep = self.endpoint.clone();
+            let ok = rt.block_on(async move {
+                let opts = etcd_client::ConnectOptions::new()
+                    .with_connect_timeout(Duration::from_millis(500))
+                    .with_timeout(Duration::from_secs(2));
+                match etcd_client::Client::connect([ep], Some(opts)).await {
+                    Ok(mut c) => c.get("health", None).await.is_ok(),
+                    Err(_) => false,
+                }
+            });
+            if ok {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("capstan store not ready after {limit:?}; log: {}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The process's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Process id of the child.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILLs the process and waits for it to be reaped.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for StoreProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs `etcdctl` (v3 API) against `endpoint` with `args`, feeding `stdin`, and returns
+/// (exit success, stdout, stderr).
+pub fn etcdctl(endpoint: &str, args: &[&str], stdin: Option<&str>) -> Result<(bool, String, String)> {
+    use std::io::Write;
+    let mut cmd = Command::new("etcdctl");
+    cmd.env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .arg("--command-timeout=10s")
+        .args(args)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().context("spawning etcdctl (apt-get install etcd-client)")?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}

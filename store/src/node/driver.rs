@@ -1,0 +1,452 @@
+//! The Raft driver: one thread that owns `RawNode` and runs raft-rs's documented Ready loop.
+//!
+//! Each cycle:
+//! 1. take every queued request (proposals, read barriers) — many proposals per cycle is
+//!    what lets one fsync cover many writes (group commit);
+//! 2. tick the Raft clock when a heartbeat interval has passed;
+//! 3. handle the `Ready`, in the order raft-rs's crate docs give:
+//!    send `messages` (a leader may send before its own write is durable) → install a
+//!    received snapshot → apply `committed_entries` → append `entries` to the WAL → record the
+//!    hard state → **fsync once** → send `persisted_messages` → `advance` → record the new
+//!    commit index, send the `LightReady` messages and apply its committed entries →
+//!    `advance_apply`;
+//! 4. answer proposals whose entries were applied, and reads whose index was reached;
+//! 5. take a state-machine snapshot every `snapshot_count` applied entries and trim the log.
+//!
+//! Architecture invariant: nothing is acknowledged before the entry carrying it is durable
+//! and applied; the commit index never runs ahead of the durable log (raft-rs only commits a
+//! single member's entries after `advance` confirms they were persisted).
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use prost::Message as _;
+use protobuf::Message as _;
+use raft::eraftpb::{ConfChange, ConfChangeV2, Entry, EntryType, Snapshot};
+use raft::{RawNode, ReadState, StateRole};
+use tokio::sync::{oneshot, watch};
+
+use super::transport::Transport;
+use super::{MemberIds, NodeStatus, Request};
+use crate::command::{Applied, Op, RaftCommand};
+use crate::config::StoreConfig;
+use crate::error::{Result, StoreError};
+use crate::log::LogStore;
+use crate::log::Opened;
+use crate::mvcc::Mvcc;
+
+/// Requests queued at most this many per cycle, so ticks are never starved.
+const MAX_BATCH: usize = 16_384;
+
+type ProposalReply = oneshot::Sender<Result<Applied>>;
+type ReadReply = oneshot::Sender<Result<()>>;
+
+pub(super) struct Driver {
+    raw: RawNode<LogStore>,
+    rx: mpsc::Receiver<Request>,
+    mvcc: Arc<RwLock<Mvcc>>,
+    rev_tx: watch::Sender<i64>,
+    status: Arc<Mutex<NodeStatus>>,
+    transport: Box<dyn Transport>,
+    ids: MemberIds,
+    tick: Duration,
+    no_leader_wait: Duration,
+    snapshot_count: u64,
+    catch_up_entries: u64,
+    max_request_bytes: usize,
+    /// Proposals of this member waiting for their entry to be applied, by proposal id.
+    pending: HashMap<u64, ProposalReply>,
+    next_id: u64,
+    /// Work that arrived while there was no leader, with its arrival time.
+    waiting_proposals: Vec<(Instant, Op, ProposalReply)>,
+    /// Read barriers not yet sent to Raft.
+    queued_reads: Vec<(Instant, ReadReply)>,
+    /// Read barriers sent to Raft, by request context.
+    sent_reads: HashMap<u64, Vec<ReadReply>>,
+    /// Read barriers whose index is known, waiting for apply to reach it.
+    ready_reads: Vec<(u64, Vec<ReadReply>)>,
+    next_read: u64,
+    applied: u64,
+    last_snapshot: u64,
+}
+
+impl Driver {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        cfg: &StoreConfig,
+        ids: MemberIds,
+        opened: Opened,
+        rx: mpsc::Receiver<Request>,
+        mvcc: Arc<RwLock<Mvcc>>,
+        rev_tx: watch::Sender<i64>,
+        status: Arc<Mutex<NodeStatus>>,
+        transport: Box<dyn Transport>,
+    ) -> Result<Driver> {
+        let snapshot_index = opened.snapshot.get_metadata().index;
+        let heartbeat_ms = cfg.heartbeat_interval.as_millis().max(1);
+        let election_tick =
+            usize::try_from(cfg.election_timeout.as_millis() / heartbeat_ms).unwrap_or(10).max(2);
+        let config = raft::Config {
+            id: ids.member_id,
+            election_tick,
+            heartbeat_tick: 1,
+            applied: snapshot_index,
+            max_size_per_msg: 1024 * 1024,
+            max_inflight_msgs: 256,
+            check_quorum: true,
+            pre_vote: true,
+            read_only_option: raft::ReadOnlyOption::Safe,
+            ..Default::default()
+        };
+        config.validate()?;
+        let single = opened.store.initial_state_voters() == [ids.member_id];
+        let mut raw = RawNode::new(&config, opened.store, &super::logger::raft_logger())?;
+        if single {
+            // A one-member cluster need not wait an election timeout to lead again.
+            raw.campaign()?;
+        }
+        let millis = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+        Ok(Driver {
+            raw,
+            rx,
+            mvcc,
+            rev_tx,
+            status,
+            transport,
+            ids,
+            tick: cfg.heartbeat_interval,
+            no_leader_wait: cfg.election_timeout * 3,
+            snapshot_count: cfg.snapshot_count.max(1),
+            catch_up_entries: cfg.catch_up_entries,
+            max_request_bytes: cfg.max_request_bytes,
+            pending: HashMap::new(),
+            // Ids from a clock so a restarted member never reuses the ids of entries that
+            // are still in its log (as etcd's id generator does).
+            next_id: u64::try_from(millis).unwrap_or(1) << 22,
+            waiting_proposals: Vec::new(),
+            queued_reads: Vec::new(),
+            sent_reads: HashMap::new(),
+            ready_reads: Vec::new(),
+            next_read: 1,
+            applied: snapshot_index,
+            last_snapshot: snapshot_index,
+        })
+    }
+
+    /// Runs until asked to stop or until a fatal storage error (returned).
+    pub(super) fn run(mut self) -> Result<()> {
+        let result = self.run_loop();
+        if let Err(err) = &result {
+            tracing::error!(%err, "raft driver stopped on a fatal error");
+        }
+        self.fail_all(|| StoreError::Stopped);
+        result
+    }
+
+    fn run_loop(&mut self) -> Result<()> {
+        let mut next_tick = Instant::now() + self.tick;
+        loop {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(wait) {
+                Ok(req) => {
+                    if !self.handle(req)? {
+                        return Ok(());
+                    }
+                    for _ in 0..MAX_BATCH {
+                        match self.rx.try_recv() {
+                            Ok(req) => {
+                                if !self.handle(req)? {
+                                    return Ok(());
+                                }
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            }
+            if Instant::now() >= next_tick {
+                self.raw.tick();
+                next_tick = Instant::now() + self.tick;
+                self.expire_waiting();
+                self.pending.retain(|_, tx| !tx.is_closed());
+            }
+            self.retry_waiting()?;
+            self.send_reads();
+            self.on_ready()?;
+            self.maybe_snapshot()?;
+        }
+    }
+
+    fn has_leader(&self) -> bool {
+        self.raw.raft.leader_id != raft::INVALID_ID
+    }
+
+    /// Handles one request; `false` means stop.
+    fn handle(&mut self, req: Request) -> Result<bool> {
+        match req {
+            Request::Propose { op, reply } => {
+                if self.has_leader() {
+                    self.propose(op, reply);
+                } else {
+                    self.waiting_proposals.push((Instant::now(), op, reply));
+                }
+            }
+            Request::ReadIndex { reply } => self.queued_reads.push((Instant::now(), reply)),
+            Request::Stop => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn propose(&mut self, op: Op, reply: ProposalReply) {
+        self.next_id += 1;
+        let id = self.next_id;
+        let cmd = RaftCommand { id, origin: self.ids.member_id, op: Some(op) };
+        let data = cmd.encode_to_vec();
+        if data.len() > self.max_request_bytes + 1024 {
+            let _ = reply.send(Err(StoreError::RequestTooLarge));
+            return;
+        }
+        match self.raw.propose(Vec::new(), data) {
+            Ok(()) => {
+                self.pending.insert(id, reply);
+            }
+            Err(raft::Error::ProposalDropped) => {
+                let _ = reply.send(Err(StoreError::NoLeader));
+            }
+            Err(e) => {
+                let _ = reply.send(Err(StoreError::Raft(e)));
+            }
+        }
+    }
+
+    fn retry_waiting(&mut self) -> Result<()> {
+        if self.has_leader() && !self.waiting_proposals.is_empty() {
+            for (_, op, reply) in std::mem::take(&mut self.waiting_proposals) {
+                self.propose(op, reply);
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails work that has waited for a leader longer than a few election timeouts.
+    fn expire_waiting(&mut self) {
+        let limit = self.no_leader_wait;
+        let (old, keep): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.waiting_proposals).into_iter().partition(|(t, _, _)| t.elapsed() > limit);
+        self.waiting_proposals = keep;
+        for (_, _, reply) in old {
+            let _ = reply.send(Err(StoreError::NoLeader));
+        }
+        if !self.has_leader() {
+            let (old, keep): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut self.queued_reads).into_iter().partition(|(t, _)| t.elapsed() > limit);
+            self.queued_reads = keep;
+            for (_, reply) in old {
+                let _ = reply.send(Err(StoreError::NoLeader));
+            }
+        }
+    }
+
+    /// Sends every queued read barrier to Raft as one ReadIndex request.
+    fn send_reads(&mut self) {
+        if self.queued_reads.is_empty() || !self.has_leader() {
+            return;
+        }
+        let ctx = self.next_read;
+        self.next_read += 1;
+        let replies = std::mem::take(&mut self.queued_reads).into_iter().map(|(_, r)| r).collect();
+        self.sent_reads.insert(ctx, replies);
+        self.raw.read_index(ctx.to_le_bytes().to_vec());
+    }
+
+    fn on_read_states(&mut self, states: Vec<ReadState>) {
+        for rs in states {
+            let ctx = rs.request_ctx.as_slice().try_into().map(u64::from_le_bytes).unwrap_or(0);
+            if let Some(replies) = self.sent_reads.remove(&ctx) {
+                self.ready_reads.push((rs.index, replies));
+            }
+        }
+    }
+
+    fn answer_reads(&mut self) {
+        let applied = self.applied;
+        let (done, keep): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.ready_reads).into_iter().partition(|(idx, _)| *idx <= applied);
+        self.ready_reads = keep;
+        for (_, replies) in done {
+            for r in replies {
+                let _ = r.send(Ok(()));
+            }
+        }
+    }
+
+    /// One Ready cycle, in raft-rs's documented order (see the module docs).
+    fn on_ready(&mut self) -> Result<()> {
+        if !self.raw.has_ready() {
+            return Ok(());
+        }
+        let mut ready = self.raw.ready();
+        if !ready.messages().is_empty() {
+            self.transport.send(ready.take_messages());
+        }
+        if !ready.snapshot().is_empty() {
+            let snap = ready.snapshot().clone();
+            self.install_snapshot(&snap)?;
+        }
+        let committed = ready.take_committed_entries();
+        self.apply_entries(committed)?;
+        if !ready.entries().is_empty() {
+            self.raw.mut_store().append(ready.entries())?;
+        }
+        if let Some(hs) = ready.hs() {
+            let hs = hs.clone();
+            self.raw.mut_store().set_hard_state(&hs)?;
+        }
+        self.raw.mut_store().sync()?;
+        if !ready.persisted_messages().is_empty() {
+            self.transport.send(ready.take_persisted_messages());
+        }
+        let read_states = ready.take_read_states();
+        let role_changed = ready.ss().map(|ss| (ss.leader_id, ss.raft_state));
+        let mut light = self.raw.advance(ready);
+        if let Some(commit) = light.commit_index() {
+            self.raw.mut_store().set_commit(commit);
+        }
+        if !light.messages().is_empty() {
+            self.transport.send(light.take_messages());
+        }
+        self.apply_entries(light.take_committed_entries())?;
+        self.raw.advance_apply();
+        self.on_read_states(read_states);
+        self.answer_reads();
+        if let Some((leader, role)) = role_changed {
+            tracing::info!(leader = format_args!("{leader:016x}"), ?role, "raft role changed");
+            if role != StateRole::Leader {
+                // Reads sent as leader will not complete here; let clients retry.
+                for (_, replies) in self.sent_reads.drain() {
+                    for r in replies {
+                        let _ = r.send(Err(StoreError::NoLeader));
+                    }
+                }
+            }
+        }
+        self.publish_status();
+        Ok(())
+    }
+
+    fn install_snapshot(&mut self, snap: &Snapshot) -> Result<()> {
+        let restored = if snap.data.is_empty() { Mvcc::default() } else { Mvcc::decode(&snap.data)? };
+        self.raw.mut_store().apply_snapshot(snap)?;
+        let revision = restored.current_revision();
+        *self.mvcc.write().unwrap_or_else(PoisonError::into_inner) = restored;
+        self.applied = snap.get_metadata().index;
+        self.last_snapshot = self.applied;
+        self.rev_tx.send_replace(revision);
+        Ok(())
+    }
+
+    /// Applies committed entries to the state machine under one write lock, then wakes
+    /// watchers and answers the proposals they carried.
+    fn apply_entries(&mut self, entries: Vec<Entry>) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut replies = Vec::new();
+        let mvcc = Arc::clone(&self.mvcc);
+        let revision = {
+            let mut state = mvcc.write().unwrap_or_else(PoisonError::into_inner);
+            for entry in entries {
+                self.applied = entry.index;
+                match entry.get_entry_type() {
+                    EntryType::EntryNormal if entry.data.is_empty() => {}
+                    EntryType::EntryNormal => match RaftCommand::decode(entry.data.as_ref()) {
+                        Ok(cmd) => {
+                            let result = match cmd.op {
+                                Some(op) => state.apply(op),
+                                None => Err(StoreError::InvalidArgument("empty command".into())),
+                            };
+                            if cmd.origin == self.ids.member_id {
+                                if let Some(reply) = self.pending.remove(&cmd.id) {
+                                    replies.push((reply, result));
+                                }
+                            }
+                        }
+                        Err(err) => {
+                            tracing::error!(index = entry.index, %err, "undecodable raft entry skipped");
+                        }
+                    },
+                    EntryType::EntryConfChange => {
+                        let cc = ConfChange::parse_from_bytes(&entry.data)
+                            .map_err(|e| StoreError::InvalidArgument(format!("conf change: {e}")))?;
+                        let cs = self.raw.apply_conf_change(&cc)?;
+                        self.raw.mut_store().set_conf_state(cs);
+                    }
+                    EntryType::EntryConfChangeV2 => {
+                        let cc = ConfChangeV2::parse_from_bytes(&entry.data)
+                            .map_err(|e| StoreError::InvalidArgument(format!("conf change: {e}")))?;
+                        let cs = self.raw.apply_conf_change(&cc)?;
+                        self.raw.mut_store().set_conf_state(cs);
+                    }
+                }
+            }
+            state.current_revision()
+        };
+        self.rev_tx.send_replace(revision);
+        for (reply, result) in replies {
+            let _ = reply.send(result);
+        }
+        Ok(())
+    }
+
+    fn maybe_snapshot(&mut self) -> Result<()> {
+        if self.applied < self.last_snapshot + self.snapshot_count {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let data = self.mvcc.read().unwrap_or_else(PoisonError::into_inner).encode();
+        let index = self.applied;
+        let bytes = self.raw.mut_store().create_snapshot(index, data, self.catch_up_entries)?;
+        self.last_snapshot = index;
+        tracing::info!(index, bytes, elapsed_ms = started.elapsed().as_millis() as u64, "saved snapshot");
+        Ok(())
+    }
+
+    fn publish_status(&self) {
+        let store = self.raw.store();
+        let status = NodeStatus {
+            leader: self.raw.raft.leader_id,
+            term: self.raw.raft.term,
+            last_index: raft::Storage::last_index(store).unwrap_or(0),
+            commit: self.raw.raft.raft_log.committed,
+            applied: self.applied,
+            disk_bytes: store.disk_bytes(),
+        };
+        *self.status.lock().unwrap_or_else(PoisonError::into_inner) = status;
+    }
+
+    fn fail_all(&mut self, err: impl Fn() -> StoreError) {
+        for (_, reply) in self.pending.drain() {
+            let _ = reply.send(Err(err()));
+        }
+        for (_, _, reply) in self.waiting_proposals.drain(..) {
+            let _ = reply.send(Err(err()));
+        }
+        for (_, reply) in self.queued_reads.drain(..) {
+            let _ = reply.send(Err(err()));
+        }
+        for (_, replies) in self.sent_reads.drain() {
+            for r in replies {
+                let _ = r.send(Err(err()));
+            }
+        }
+        for (_, replies) in self.ready_reads.drain(..) {
+            for r in replies {
+                let _ = r.send(Err(err()));
+            }
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! The Raft member: [`Node`] is the cloneable handle the API uses; the driver thread
+//! (`driver.rs`) is the only code that touches `raft::RawNode`.
+//!
+//! A write is [`Node::propose`]d, persisted and committed through Raft, applied to the
+//! [`Mvcc`] state machine by the driver, and only then acknowledged. A linearizable read
+//! first passes [`Node::read_index`] (Raft's ReadIndex: the leader confirms it is still the
+//! leader and the driver waits until the state machine has applied up to that index).
+
+mod driver;
+mod logger;
+pub mod member;
+pub mod transport;
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch};
+
+use crate::command::{Applied, Op};
+use crate::config::StoreConfig;
+use crate::error::{Result, StoreError};
+use crate::lease::Lessor;
+use crate::log::LogStore;
+use crate::mvcc::Mvcc;
+pub use member::MemberIds;
+
+/// A point-in-time view of this member's Raft state, for Status and metrics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeStatus {
+    /// Id of the leader this member knows of (0 = none).
+    pub leader: u64,
+    /// Current Raft term.
+    pub term: u64,
+    /// Index of the last entry in the log.
+    pub last_index: u64,
+    /// Commit index.
+    pub commit: u64,
+    /// Index of the last entry applied to the state machine.
+    pub applied: u64,
+    /// Bytes of WAL and snapshots on disk.
+    pub disk_bytes: u64,
+}
+
+/// Requests from handles to the driver thread.
+pub(crate) enum Request {
+    Propose { op: Op, reply: oneshot::Sender<Result<Applied>> },
+    ReadIndex { reply: oneshot::Sender<Result<()>> },
+    Stop,
+}
+
+/// Handle to the running member. Cheap to clone.
+#[derive(Clone)]
+pub struct Node {
+    tx: mpsc::Sender<Request>,
+    mvcc: Arc<RwLock<Mvcc>>,
+    revision: watch::Receiver<i64>,
+    status: Arc<Mutex<NodeStatus>>,
+    lessor: Arc<Lessor>,
+    ids: MemberIds,
+    request_timeout: Duration,
+    max_request_bytes: usize,
+}
+
+/// The running driver thread; join it to learn whether it stopped cleanly.
+pub struct DriverHandle {
+    thread: std::thread::JoinHandle<Result<()>>,
+}
+
+impl DriverHandle {
+    /// Waits for the driver to stop and returns its outcome (an error if it died on one).
+    pub fn join(self) -> Result<()> {
+        self.thread.join().unwrap_or(Err(StoreError::Stopped))
+    }
+
+    /// Whether the driver has stopped.
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+}
+
+impl Node {
+    /// Opens the member's data (replaying the WAL onto the newest snapshot) and starts the
+    /// driver thread. Fails with a clear error when the data directory is unusable.
+    pub fn start(cfg: &StoreConfig) -> Result<(Node, DriverHandle)> {
+        member::probe_writable(&cfg.data_dir)?;
+        let ids = member::load_or_create(cfg)?;
+        let started = std::time::Instant::now();
+        let opened = LogStore::open(
+            &cfg.wal_dir(),
+            &cfg.snap_dir(),
+            cfg.wal_segment_bytes,
+            &[ids.member_id],
+        )?;
+        let mvcc = if opened.snapshot.data.is_empty() {
+            Mvcc::default()
+        } else {
+            Mvcc::decode(&opened.snapshot.data)?
+        };
+        tracing::info!(
+            member = format_args!("{:016x}", ids.member_id),
+            snapshot_index = opened.snapshot.get_metadata().index,
+            revision = mvcc.current_revision(),
+            torn_bytes = opened.truncated_bytes,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "loaded snapshot and WAL"
+        );
+        let (rev_tx, revision) = watch::channel(mvcc.current_revision());
+        let mvcc = Arc::new(RwLock::new(mvcc));
+        let status = Arc::new(Mutex::new(NodeStatus::default()));
+        let (tx, rx) = mpsc::channel();
+        let driver = driver::Driver::new(
+            cfg,
+            ids,
+            opened,
+            rx,
+            Arc::clone(&mvcc),
+            rev_tx,
+            Arc::clone(&status),
+            Box::new(transport::NoPeers),
+        )?;
+        let thread = std::thread::Builder::new()
+            .name("raft-driver".into())
+            .spawn(move || driver.run())
+            .map_err(StoreError::io("spawning raft driver", &cfg.data_dir))?;
+        let node = Node {
+            tx,
+            mvcc,
+            revision,
+            status,
+            lessor: Arc::new(Lessor::default()),
+            ids,
+            request_timeout: cfg.request_timeout,
+            max_request_bytes: cfg.max_request_bytes,
+        };
+        Ok((node, DriverHandle { thread }))
+    }
+
+    /// Proposes a write and waits until it is committed and applied.
+    pub async fn propose(&self, op: Op) -> Result<Applied> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Request::Propose { op, reply }).map_err(|_| StoreError::Stopped)?;
+        match tokio::time::timeout(self.request_timeout, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(StoreError::Stopped),
+            Err(_) => Err(StoreError::Timeout),
+        }
+    }
+
+    /// Waits until this member's state machine reflects every write committed before the
+    /// call (Raft ReadIndex). Reads after it are linearizable.
+    pub async fn read_index(&self) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Request::ReadIndex { reply }).map_err(|_| StoreError::Stopped)?;
+        match tokio::time::timeout(self.request_timeout, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(StoreError::Stopped),
+            Err(_) => Err(StoreError::Timeout),
+        }
+    }
+
+    /// Read access to the state machine. Hold it briefly: the driver waits for it to apply.
+    pub fn mvcc(&self) -> RwLockReadGuard<'_, Mvcc> {
+        self.mvcc.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A receiver that changes whenever the store's revision moves.
+    pub fn subscribe(&self) -> watch::Receiver<i64> {
+        self.revision.clone()
+    }
+
+    /// This member's Raft state.
+    pub fn status(&self) -> NodeStatus {
+        *self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Member and cluster ids.
+    pub fn ids(&self) -> MemberIds {
+        self.ids
+    }
+
+    /// The lessor (lease deadlines on this member).
+    pub fn lessor(&self) -> &Lessor {
+        &self.lessor
+    }
+
+    /// Largest accepted encoded request.
+    pub fn max_request_bytes(&self) -> usize {
+        self.max_request_bytes
+    }
+
+    /// Asks the driver to stop after the current cycle.
+    pub fn stop(&self) {
+        let _ = self.tx.send(Request::Stop);
+    }
+}

@@ -1,0 +1,140 @@
+//! `capstan store`: one member serving the etcd v3 gRPC API until shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::api::{Services, Shared};
+use crate::command::Op;
+use crate::config::StoreConfig;
+use crate::error::{Result, StoreError};
+use crate::node::Node;
+use crate::pb;
+
+/// How often the leader looks for expired leases.
+const LEASE_CHECK: Duration = Duration::from_millis(500);
+/// gRPC framing allowance above `--max-request-bytes` (etcd's `grpcOverheadBytes`), so an
+/// oversized request reaches our check and gets etcd's "request is too large".
+const GRPC_OVERHEAD: usize = 512 * 1024;
+
+/// Parses `http://host:port` into a socket address.
+pub fn parse_client_url(url: &str) -> Result<SocketAddr> {
+    let invalid = |why: &str| StoreError::InvalidArgument(format!("listen URL {url:?}: {why}"));
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| invalid("only http:// client URLs are supported for now"))?;
+    let hostport = rest.trim_end_matches('/');
+    let hostport = hostport.replace("localhost", "127.0.0.1");
+    hostport.parse().map_err(|_| invalid("expected http://IP:PORT"))
+}
+
+/// Runs the member until `shutdown` completes or the Raft driver stops on a fatal error
+/// (returned, so the process exits non-zero).
+pub async fn run(cfg: StoreConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+    let addrs: Vec<SocketAddr> =
+        cfg.listen_client_urls.iter().map(|u| parse_client_url(u)).collect::<Result<_>>()?;
+    let (node, driver) = Node::start(&cfg)?;
+    let mut listeners = Vec::new();
+    for addr in &addrs {
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(StoreError::io("listening on", addr.to_string()))?;
+        listeners.push(l);
+    }
+    tracing::info!(name = %cfg.name, urls = ?cfg.listen_client_urls, "serving etcd v3 API");
+
+    let shared = Shared {
+        node: node.clone(),
+        name: cfg.name.clone(),
+        peer_urls: cfg.initial_advertise_peer_urls.clone(),
+        client_urls: cfg.client_urls().to_vec(),
+        max_txn_ops: cfg.max_txn_ops,
+        progress_notify_interval: cfg.progress_notify_interval,
+    };
+    let max_msg = cfg.max_request_bytes + GRPC_OVERHEAD;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut servers = tokio::task::JoinSet::new();
+    for listener in listeners {
+        let s = Services::new(shared.clone());
+        let router = tonic::transport::Server::builder()
+            .add_service(pb::PbKvServer::new(s.kv).max_decoding_message_size(max_msg))
+            .add_service(pb::PbWatchServer::new(s.watch).max_decoding_message_size(max_msg))
+            .add_service(pb::PbLeaseServer::new(s.lease).max_decoding_message_size(max_msg))
+            .add_service(pb::PbMaintenanceServer::new(s.maintenance))
+            .add_service(pb::PbClusterServer::new(s.cluster));
+        let mut stop = stop_rx.clone();
+        servers.spawn(async move {
+            let incoming = TcpListenerStream::new(listener);
+            router
+                .serve_with_incoming_shutdown(incoming, async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .await
+        });
+    }
+    let expiry = tokio::spawn(expire_leases(node.clone()));
+
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut check = tokio::time::interval(Duration::from_millis(100));
+    let outcome = loop {
+        tokio::select! {
+            () = &mut shutdown => break Ok(()),
+            _ = check.tick() => {
+                if driver.is_finished() {
+                    break Err(StoreError::Stopped);
+                }
+            }
+        }
+    };
+    let _ = stop_tx.send(true);
+    expiry.abort();
+    node.stop();
+    while servers.join_next().await.is_some() {}
+    let driver_result = tokio::task::spawn_blocking(move || driver.join())
+        .await
+        .unwrap_or(Err(StoreError::Stopped));
+    match (outcome, driver_result) {
+        (_, Err(e)) => Err(e),
+        (Err(e), Ok(())) => Err(e),
+        (Ok(()), Ok(())) => Ok(()),
+    }
+}
+
+/// On the leader, revokes leases whose TTL ran out (through Raft, like any write).
+async fn expire_leases(node: Node) {
+    let mut tick = tokio::time::interval(LEASE_CHECK);
+    loop {
+        tick.tick().await;
+        let st = node.status();
+        if st.leader != node.ids().member_id {
+            continue;
+        }
+        let expired = {
+            let mvcc = node.mvcc();
+            node.lessor().expired(mvcc.leases())
+        };
+        for id in expired {
+            match node.propose(Op::LeaseRevoke(pb::PbLeaseRevokeRequest { id })).await {
+                Ok(_) | Err(StoreError::LeaseNotFound) => {
+                    tracing::info!(lease = format_args!("{id:x}"), "lease expired");
+                }
+                Err(err) => tracing::warn!(lease = format_args!("{id:x}"), %err, "revoking expired lease"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_urls_parse_like_etcds() {
+        assert_eq!(parse_client_url("http://127.0.0.1:2379").unwrap().port(), 2379);
+        assert!(parse_client_url("http://localhost:2379/").is_ok());
+        assert!(parse_client_url("unix:///tmp/x").is_err());
+    }
+}
