@@ -67,7 +67,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         "s" | "" => Ok(Duration::from_secs(n)),
         "m" => Ok(Duration::from_secs(n * 60)),
         "h" => Ok(Duration::from_secs(n * 3600)),
-        _ => Err(format!("invalid duration unit in {s:?} (use ms, s, m or h)")),
+        _ => Err(format!(
+            "invalid duration unit in {s:?} (use ms, s, m or h)"
+        )),
     }
 }
 
@@ -119,7 +121,10 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,raft=warn")),
         )
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: starting runtime: {e}");

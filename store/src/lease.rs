@@ -23,13 +23,19 @@ fn ttl_duration(ttl: i64) -> Duration {
 impl Lessor {
     /// Restarts lease `id`'s clock with `ttl` seconds from now.
     pub fn renew(&self, id: i64, ttl: i64) {
-        let mut d = self.deadlines.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut d = self
+            .deadlines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         d.insert(id, Instant::now() + ttl_duration(ttl));
     }
 
     /// Seconds left on lease `id` (a lease this member has not timed yet has its full TTL).
     pub fn remaining(&self, id: i64, ttl: i64) -> i64 {
-        let d = self.deadlines.lock().unwrap_or_else(PoisonError::into_inner);
+        let d = self
+            .deadlines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         match d.get(&id) {
             Some(deadline) => {
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -44,7 +50,10 @@ impl Lessor {
     /// the first time start their clock now; leases no longer present are forgotten.
     pub fn expired(&self, leases: impl Iterator<Item = (i64, i64)>) -> Vec<i64> {
         let now = Instant::now();
-        let mut d = self.deadlines.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut d = self
+            .deadlines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut seen = HashMap::new();
         let mut out = Vec::new();
         for (id, ttl) in leases {

@@ -8,9 +8,13 @@
 //! catches up instead of losing events.
 //!
 //! [`server::run`] wires these together for `capstan store`.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod api;
+pub mod authority;
 pub mod command;
 pub mod config;
 pub mod error;

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::api::{Services, Shared};
@@ -28,14 +29,22 @@ pub fn parse_client_url(url: &str) -> Result<SocketAddr> {
         .ok_or_else(|| invalid("only http:// client URLs are supported for now"))?;
     let hostport = rest.trim_end_matches('/');
     let hostport = hostport.replace("localhost", "127.0.0.1");
-    hostport.parse().map_err(|_| invalid("expected http://IP:PORT"))
+    hostport
+        .parse()
+        .map_err(|_| invalid("expected http://IP:PORT"))
 }
 
 /// Runs the member until `shutdown` completes or the Raft driver stops on a fatal error
 /// (returned, so the process exits non-zero).
-pub async fn run(cfg: StoreConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
-    let addrs: Vec<SocketAddr> =
-        cfg.listen_client_urls.iter().map(|u| parse_client_url(u)).collect::<Result<_>>()?;
+pub async fn run(
+    cfg: StoreConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let addrs: Vec<SocketAddr> = cfg
+        .listen_client_urls
+        .iter()
+        .map(|u| parse_client_url(u))
+        .collect::<Result<_>>()?;
     let (node, driver) = Node::start(&cfg)?;
     let mut listeners = Vec::new();
     for addr in &addrs {
@@ -67,7 +76,8 @@ pub async fn run(cfg: StoreConfig, shutdown: impl Future<Output = ()> + Send + '
             .add_service(pb::PbClusterServer::new(s.cluster));
         let mut stop = stop_rx.clone();
         servers.spawn(async move {
-            let incoming = TcpListenerStream::new(listener);
+            let incoming = TcpListenerStream::new(listener)
+                .map(|conn| conn.map(crate::authority::AuthorityFix::new));
             router
                 .serve_with_incoming_shutdown(incoming, async move {
                     let _ = stop.wait_for(|s| *s).await;
@@ -117,11 +127,16 @@ async fn expire_leases(node: Node) {
             node.lessor().expired(mvcc.leases())
         };
         for id in expired {
-            match node.propose(Op::LeaseRevoke(pb::PbLeaseRevokeRequest { id })).await {
+            match node
+                .propose(Op::LeaseRevoke(pb::PbLeaseRevokeRequest { id }))
+                .await
+            {
                 Ok(_) | Err(StoreError::LeaseNotFound) => {
                     tracing::info!(lease = format_args!("{id:x}"), "lease expired");
                 }
-                Err(err) => tracing::warn!(lease = format_args!("{id:x}"), %err, "revoking expired lease"),
+                Err(err) => {
+                    tracing::warn!(lease = format_args!("{id:x}"), %err, "revoking expired lease")
+                }
             }
         }
     }
@@ -133,7 +148,10 @@ mod tests {
 
     #[test]
     fn client_urls_parse_like_etcds() {
-        assert_eq!(parse_client_url("http://127.0.0.1:2379").unwrap().port(), 2379);
+        assert_eq!(
+            parse_client_url("http://127.0.0.1:2379").unwrap().port(),
+            2379
+        );
         assert!(parse_client_url("http://localhost:2379/").is_ok());
         assert!(parse_client_url("unix:///tmp/x").is_err());
     }

@@ -67,6 +67,8 @@ impl pb::PbClusterService for ClusterService {
         &self,
         _request: Request<pb::PbMemberPromoteRequest>,
     ) -> Result<Response<pb::PbMemberPromoteResponse>, Status> {
-        Err(unsupported("Cluster.MemberPromote on a single-member store"))
+        Err(unsupported(
+            "Cluster.MemberPromote on a single-member store",
+        ))
     }
 }

@@ -107,11 +107,10 @@ fn collect_writes(
                 }
                 deletes.push(KeyRange::new(&d.key, &d.range_end));
             }
-            Some(R::RequestRange(r)) => {
-                if r.key.is_empty() {
-                    return Err(StoreError::KeyNotProvided);
-                }
+            Some(R::RequestRange(r)) if r.key.is_empty() => {
+                return Err(StoreError::KeyNotProvided);
             }
+            Some(R::RequestRange(_)) => {}
             Some(R::RequestTxn(t)) => {
                 check_txn(t, max_ops)?;
                 // Writes of a nested txn count against the enclosing branch too.
@@ -142,11 +141,12 @@ impl pb::PbKvService for KvService {
         &self,
         request: Request<pb::PbRangeRequest>,
     ) -> Result<Response<pb::PbRangeResponse>, Status> {
-        Ok(Response::new(KvService::range(self, request.get_ref()).await?))
+        Ok(Response::new(
+            KvService::range(self, request.get_ref()).await?,
+        ))
     }
 
-    type RangeStreamStream =
-        tokio_stream::Empty<Result<pb::PbRangeStreamResponse, Status>>;
+    type RangeStreamStream = tokio_stream::Empty<Result<pb::PbRangeStreamResponse, Status>>;
 
     async fn range_stream(
         &self,
@@ -245,15 +245,25 @@ mod tests {
 
     #[test]
     fn txn_writing_a_key_twice_in_one_branch_is_rejected() {
-        let t = pb::PbTxnRequest { success: vec![put("a"), put("a")], ..Default::default() };
+        let t = pb::PbTxnRequest {
+            success: vec![put("a"), put("a")],
+            ..Default::default()
+        };
         assert!(matches!(check_txn(&t, 128), Err(StoreError::DuplicateKey)));
-        let ok = pb::PbTxnRequest { success: vec![put("a")], failure: vec![put("a")], ..Default::default() };
+        let ok = pb::PbTxnRequest {
+            success: vec![put("a")],
+            failure: vec![put("a")],
+            ..Default::default()
+        };
         assert!(check_txn(&ok, 128).is_ok());
     }
 
     #[test]
     fn txn_with_too_many_ops_is_rejected() {
-        let t = pb::PbTxnRequest { success: (0..3).map(|i| put(&i.to_string())).collect(), ..Default::default() };
+        let t = pb::PbTxnRequest {
+            success: (0..3).map(|i| put(&i.to_string())).collect(),
+            ..Default::default()
+        };
         assert!(matches!(check_txn(&t, 2), Err(StoreError::TooManyOps)));
     }
 }

@@ -30,9 +30,15 @@ pub struct LeaseService {
 impl LeaseService {
     /// A Lease service over the shared member state.
     pub fn new(shared: Arc<Shared>) -> Self {
-        let millis = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+        let millis = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis();
         let seed = (shared.node.ids().member_id << 48) ^ (u64::try_from(millis).unwrap_or(0) << 8);
-        LeaseService { shared, next: AtomicU64::new(seed) }
+        LeaseService {
+            shared,
+            next: AtomicU64::new(seed),
+        }
     }
 
     /// A fresh positive lease id not in use.
@@ -68,7 +74,9 @@ impl pb::PbLeaseService for LeaseService {
                 r.header = self.shared.complete(r.header);
                 Ok(Response::new(r))
             }
-            _ => Err(Status::internal("capstan store: unexpected result for lease grant")),
+            _ => Err(Status::internal(
+                "capstan store: unexpected result for lease grant",
+            )),
         }
     }
 
@@ -85,7 +93,9 @@ impl pb::PbLeaseService for LeaseService {
                 r.header = self.shared.complete(r.header);
                 Ok(Response::new(r))
             }
-            _ => Err(Status::internal("capstan store: unexpected result for lease revoke")),
+            _ => Err(Status::internal(
+                "capstan store: unexpected result for lease revoke",
+            )),
         }
     }
 
@@ -109,7 +119,11 @@ impl pb::PbLeaseService for LeaseService {
                     None => 0,
                 };
                 let header = shared.complete(None);
-                let resp = pb::PbLeaseKeepAliveResponse { header, id: req.id, ttl };
+                let resp = pb::PbLeaseKeepAliveResponse {
+                    header,
+                    id: req.id,
+                    ttl,
+                };
                 if tx.send(Ok(resp)).await.is_err() {
                     break;
                 }
@@ -134,7 +148,12 @@ impl pb::PbLeaseService for LeaseService {
                 granted_ttl: granted,
                 keys: if req.keys { keys } else { Vec::new() },
             },
-            None => pb::PbLeaseTimeToLiveResponse { header, id: req.id, ttl: -1, ..Default::default() },
+            None => pb::PbLeaseTimeToLiveResponse {
+                header,
+                id: req.id,
+                ttl: -1,
+                ..Default::default()
+            },
         };
         Ok(Response::new(resp))
     }
@@ -143,7 +162,16 @@ impl pb::PbLeaseService for LeaseService {
         &self,
         _request: Request<pb::PbLeaseLeasesRequest>,
     ) -> Result<Response<pb::PbLeaseLeasesResponse>, Status> {
-        let leases = self.shared.node.mvcc().leases().map(|(id, _)| pb::PbLeaseStatus { id }).collect();
-        Ok(Response::new(pb::PbLeaseLeasesResponse { header: self.shared.complete(None), leases }))
+        let leases = self
+            .shared
+            .node
+            .mvcc()
+            .leases()
+            .map(|(id, _)| pb::PbLeaseStatus { id })
+            .collect();
+        Ok(Response::new(pb::PbLeaseLeasesResponse {
+            header: self.shared.complete(None),
+            leases,
+        }))
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use protobuf::Message as _;
+use sha2::Digest as _;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
@@ -28,8 +29,15 @@ impl MaintenanceService {
         MaintenanceService { shared }
     }
 
-    /// The state machine as a snapshot file body (the format of `member/snap/*.snap`:
-    /// crc32 then a protobuf raft Snapshot), so `capstan snapshot restore` reads either.
+    /// The state machine as a snapshot stream:
+    ///
+    /// ```text
+    /// | body length: u64 LE | snapshot file body | zero padding to a multiple of 512 | sha256 |
+    /// ```
+    ///
+    /// where the body is exactly a `member/snap/*.snap` file (crc32, protobuf raft Snapshot).
+    /// The padding and trailing SHA-256 of everything before it are what `etcdctl snapshot
+    /// save` checks for (etcd appends the hash to its 512-byte-paged bolt file).
     fn snapshot_bytes(&self) -> Result<Vec<u8>, Status> {
         let status = self.shared.node.status();
         let data = self.shared.node.mvcc().encode();
@@ -41,9 +49,14 @@ impl MaintenanceService {
         let body = snap
             .write_to_bytes()
             .map_err(|e| Status::internal(format!("encoding snapshot: {e}")))?;
-        let mut out = Vec::with_capacity(body.len() + 4);
+        let file_len = body.len() + 4;
+        let mut out = Vec::with_capacity(file_len + 8 + 512 + 32);
+        out.extend_from_slice(&(file_len as u64).to_le_bytes());
         out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         out.extend_from_slice(&body);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+        let digest = sha2::Sha256::digest(&out);
+        out.extend_from_slice(&digest);
         Ok(out)
     }
 }
@@ -58,7 +71,10 @@ impl pb::PbMaintenanceService for MaintenanceService {
             return Err(unsupported("Maintenance.Alarm activate/deactivate"));
         }
         // This member raises no alarms (no space quota, no corruption check yet).
-        Ok(Response::new(pb::PbAlarmResponse { header: self.shared.complete(None), alarms: Vec::new() }))
+        Ok(Response::new(pb::PbAlarmResponse {
+            header: self.shared.complete(None),
+            alarms: Vec::new(),
+        }))
     }
 
     async fn status(
@@ -86,7 +102,9 @@ impl pb::PbMaintenanceService for MaintenanceService {
     ) -> Result<Response<pb::PbDefragmentResponse>, Status> {
         // The state machine lives in memory and the log is trimmed by snapshots: there is
         // no file to defragment.
-        Ok(Response::new(pb::PbDefragmentResponse { header: self.shared.complete(None) }))
+        Ok(Response::new(pb::PbDefragmentResponse {
+            header: self.shared.complete(None),
+        }))
     }
 
     async fn hash(
@@ -135,7 +153,9 @@ impl pb::PbMaintenanceService for MaintenanceService {
         &self,
         _request: Request<pb::PbMoveLeaderRequest>,
     ) -> Result<Response<pb::PbMoveLeaderResponse>, Status> {
-        Err(unsupported("Maintenance.MoveLeader on a single-member store"))
+        Err(unsupported(
+            "Maintenance.MoveLeader on a single-member store",
+        ))
     }
 
     async fn downgrade(

@@ -106,7 +106,10 @@ impl WatchStream {
     }
 
     fn header(&self) -> Option<pb::PbResponseHeader> {
-        Some(self.shared.header(self.shared.node.mvcc().current_revision()))
+        Some(
+            self.shared
+                .header(self.shared.node.mvcc().current_revision()),
+        )
     }
 
     /// Handles one client request; `false` when the client is gone.
@@ -137,15 +140,24 @@ impl WatchStream {
                 let current = self.shared.node.mvcc().current_revision();
                 let watcher = Watcher {
                     range: KeyRange::new(&c.key, &c.range_end),
-                    next: if c.start_revision <= 0 { current + 1 } else { c.start_revision },
+                    next: if c.start_revision <= 0 {
+                        current + 1
+                    } else {
+                        c.start_revision
+                    },
                     prev_kv: c.prev_kv,
                     no_put: c.filters.contains(&FILTER_NOPUT),
                     no_delete: c.filters.contains(&FILTER_NODELETE),
                     progress_notify: c.progress_notify,
                 };
                 self.watchers.insert(id, watcher);
-                self.send(pb::PbWatchResponse { header, watch_id: id, created: true, ..Default::default() })
-                    .await
+                self.send(pb::PbWatchResponse {
+                    header,
+                    watch_id: id,
+                    created: true,
+                    ..Default::default()
+                })
+                .await
             }
             Some(U::CancelRequest(c)) => {
                 if self.watchers.remove(&c.watch_id).is_some() {
@@ -176,13 +188,21 @@ impl WatchStream {
         let header = self.header();
         if requested {
             return self
-                .send(pb::PbWatchResponse { header, watch_id: ALL_WATCHERS, ..Default::default() })
+                .send(pb::PbWatchResponse {
+                    header,
+                    watch_id: ALL_WATCHERS,
+                    ..Default::default()
+                })
                 .await;
         }
         let current = header.as_ref().map_or(0, |h| h.revision);
         for (id, w) in &self.watchers {
             if w.progress_notify && w.next > current {
-                let resp = pb::PbWatchResponse { header, watch_id: *id, ..Default::default() };
+                let resp = pb::PbWatchResponse {
+                    header,
+                    watch_id: *id,
+                    ..Default::default()
+                };
                 if !self.send(resp).await {
                     return false;
                 }
@@ -195,8 +215,7 @@ impl WatchStream {
     async fn pump(&mut self) -> bool {
         let ids: Vec<i64> = self.watchers.keys().copied().collect();
         for id in ids {
-            loop {
-                let Some(w) = self.watchers.get(&id) else { break };
+            while let Some(w) = self.watchers.get(&id) {
                 let (no_put, no_delete) = (w.no_put, w.no_delete);
                 let pulled = {
                     let mvcc = self.shared.node.mvcc();
@@ -212,7 +231,13 @@ impl WatchStream {
                         let events: Vec<pb::PbEvent> = events
                             .into_iter()
                             .map(|e| e.event)
-                            .filter(|e| if e.r#type == EVENT_PUT { !no_put } else { !no_delete })
+                            .filter(|e| {
+                                if e.r#type == EVENT_PUT {
+                                    !no_put
+                                } else {
+                                    !no_delete
+                                }
+                            })
                             .collect();
                         if let Some(w) = self.watchers.get_mut(&id) {
                             w.next = next;
@@ -235,7 +260,11 @@ impl WatchStream {
                             header: Some(self.shared.header(current)),
                             watch_id: id,
                             canceled: true,
-                            compact_revision: if matches!(err, StoreError::Compacted) { compacted } else { 0 },
+                            compact_revision: if matches!(err, StoreError::Compacted) {
+                                compacted
+                            } else {
+                                0
+                            },
                             cancel_reason: err.to_string(),
                             ..Default::default()
                         };
@@ -258,7 +287,9 @@ fn chunks(events: Vec<pb::PbEvent>) -> Vec<Vec<pb::PbEvent>> {
     let mut bytes = 0;
     for e in events {
         let size = e.kv.as_ref().map_or(0, |kv| kv.key.len() + kv.value.len())
-            + e.prev_kv.as_ref().map_or(0, |kv| kv.key.len() + kv.value.len());
+            + e.prev_kv
+                .as_ref()
+                .map_or(0, |kv| kv.key.len() + kv.value.len());
         if !cur.is_empty() && bytes + size > RESPONSE_BYTES {
             out.push(std::mem::take(&mut cur));
             bytes = 0;

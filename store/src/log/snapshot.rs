@@ -26,20 +26,27 @@ pub struct SnapFiles {
 
 fn parse_name(name: &str) -> Option<(u64, u64)> {
     let (term, index) = name.strip_suffix(".snap")?.split_once('-')?;
-    Some((u64::from_str_radix(term, 16).ok()?, u64::from_str_radix(index, 16).ok()?))
+    Some((
+        u64::from_str_radix(term, 16).ok()?,
+        u64::from_str_radix(index, 16).ok()?,
+    ))
 }
 
 impl SnapFiles {
     /// Opens (creating if needed) the snapshot directory.
     pub fn open(dir: &Path) -> Result<Self> {
         fs::create_dir_all(dir).map_err(StoreError::io("creating snapshot directory", dir))?;
-        Ok(SnapFiles { dir: dir.to_path_buf() })
+        Ok(SnapFiles {
+            dir: dir.to_path_buf(),
+        })
     }
 
     /// Snapshot files as `(index, term, path)`, newest first.
     fn list(&self) -> Result<Vec<(u64, u64, PathBuf)>> {
         let mut out = Vec::new();
-        for entry in fs::read_dir(&self.dir).map_err(StoreError::io("listing snapshots", &self.dir))? {
+        for entry in
+            fs::read_dir(&self.dir).map_err(StoreError::io("listing snapshots", &self.dir))?
+        {
             let entry = entry.map_err(StoreError::io("listing snapshots", &self.dir))?;
             if let Some((term, index)) = entry.file_name().to_str().and_then(parse_name) {
                 out.push((index, term, entry.path()));
@@ -64,7 +71,8 @@ impl SnapFiles {
         data.extend_from_slice(&body);
         {
             use std::io::Write;
-            let mut f = fs::File::create(&tmp).map_err(StoreError::io("creating snapshot", &tmp))?;
+            let mut f =
+                fs::File::create(&tmp).map_err(StoreError::io("creating snapshot", &tmp))?;
             f.write_all(&data)
                 .and_then(|()| f.sync_all())
                 .map_err(StoreError::io("writing snapshot", &tmp))?;
@@ -85,7 +93,8 @@ impl SnapFiles {
                 Err(err) => {
                     tracing::warn!(snapshot = %path.display(), %err, "skipping unreadable snapshot");
                     let broken = path.with_extension("snap.broken");
-                    fs::rename(&path, &broken).map_err(StoreError::io("renaming snapshot", &path))?;
+                    fs::rename(&path, &broken)
+                        .map_err(StoreError::io("renaming snapshot", &path))?;
                 }
             }
         }
@@ -111,8 +120,13 @@ impl SnapFiles {
 /// Reads and verifies one snapshot file.
 pub fn read(path: &Path) -> Result<Snapshot> {
     let data = fs::read(path).map_err(StoreError::io("reading snapshot", path))?;
-    let corrupt = |reason: &str| StoreError::Corrupt { path: path.to_path_buf(), reason: reason.into() };
-    let (crc, body) = data.split_at_checked(4).ok_or_else(|| corrupt("file too short"))?;
+    let corrupt = |reason: &str| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    };
+    let (crc, body) = data
+        .split_at_checked(4)
+        .ok_or_else(|| corrupt("file too short"))?;
     let crc = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
     if crc32fast::hash(body) != crc {
         return Err(corrupt("checksum mismatch"));

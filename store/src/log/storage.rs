@@ -67,22 +67,32 @@ impl LogStore {
             wal,
             snaps,
         };
-        Ok(Opened { store, snapshot, truncated_bytes: replayed.truncated_bytes })
+        Ok(Opened {
+            store,
+            snapshot,
+            truncated_bytes: replayed.truncated_bytes,
+        })
     }
 
     fn first(&self) -> u64 {
-        self.entries.first().map_or(self.snap_meta.index + 1, |e| e.index)
+        self.entries
+            .first()
+            .map_or(self.snap_meta.index + 1, |e| e.index)
     }
 
     fn last(&self) -> u64 {
-        self.entries.last().map_or(self.snap_meta.index, |e| e.index)
+        self.entries
+            .last()
+            .map_or(self.snap_meta.index, |e| e.index)
     }
 
     /// Appends entries (Raft may overwrite an uncommitted suffix); durable after [`sync`].
     ///
     /// [`sync`]: LogStore::sync
     pub fn append(&mut self, ents: &[Entry]) -> Result<()> {
-        let Some(first) = ents.first() else { return Ok(()) };
+        let Some(first) = ents.first() else {
+            return Ok(());
+        };
         if first.index < self.first() || first.index > self.last() + 1 {
             return Err(StoreError::Raft(raft::Error::Store(StorageError::Other(
                 format!(
@@ -185,7 +195,10 @@ impl LogStore {
 
 impl raft::Storage for LogStore {
     fn initial_state(&self) -> raft::Result<RaftState> {
-        Ok(RaftState::new(self.hard_state.clone(), self.conf_state.clone()))
+        Ok(RaftState::new(
+            self.hard_state.clone(),
+            self.conf_state.clone(),
+        ))
     }
 
     fn entries(
@@ -204,7 +217,11 @@ impl raft::Storage for LogStore {
         let offset = self.first();
         let lo = usize::try_from(low - offset).unwrap_or(usize::MAX);
         let hi = usize::try_from(high - offset).unwrap_or(usize::MAX);
-        let mut ents = self.entries.get(lo..hi).map(<[Entry]>::to_vec).unwrap_or_default();
+        let mut ents = self
+            .entries
+            .get(lo..hi)
+            .map(<[Entry]>::to_vec)
+            .unwrap_or_default();
         raft::util::limit_size(&mut ents, max_size.into());
         Ok(ents)
     }
@@ -241,7 +258,9 @@ impl raft::Storage for LogStore {
             .map_err(|e| raft::Error::Store(StorageError::Other(e.to_string().into())))?;
         match snap {
             Some(s) if s.get_metadata().index >= request_index => Ok(s),
-            _ => Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable)),
+            _ => Err(raft::Error::Store(
+                StorageError::SnapshotTemporarilyUnavailable,
+            )),
         }
     }
 }

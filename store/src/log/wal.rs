@@ -79,7 +79,10 @@ fn segment_name(seq: u64, first_index: u64) -> String {
 fn parse_segment_name(name: &str) -> Option<(u64, u64)> {
     let stem = name.strip_suffix(".wal")?;
     let (seq, index) = stem.split_once('-')?;
-    Some((u64::from_str_radix(seq, 16).ok()?, u64::from_str_radix(index, 16).ok()?))
+    Some((
+        u64::from_str_radix(seq, 16).ok()?,
+        u64::from_str_radix(index, 16).ok()?,
+    ))
 }
 
 /// Fsyncs a directory so that file creations, renames and deletions in it are durable.
@@ -116,7 +119,9 @@ fn read_record(data: &[u8], pos: usize) -> Result<(u8, &[u8], usize), Damage> {
     if len == 0 || len > MAX_RECORD {
         return Err(Damage::Bad(format!("record length {len}")));
     }
-    let body = data.get(pos + HEADER_LEN..pos + HEADER_LEN + len).ok_or(Damage::Short)?;
+    let body = data
+        .get(pos + HEADER_LEN..pos + HEADER_LEN + len)
+        .ok_or(Damage::Short)?;
     if crc32fast::hash(body) != crc {
         return Err(Damage::Bad("checksum mismatch".into()));
     }
@@ -133,7 +138,11 @@ impl Wal {
             let entry = entry.map_err(StoreError::io("listing WAL directory", dir))?;
             let name = entry.file_name();
             if let Some((seq, first_index)) = name.to_str().and_then(parse_segment_name) {
-                segments.push(Segment { seq, first_index, path: entry.path() });
+                segments.push(Segment {
+                    seq,
+                    first_index,
+                    path: entry.path(),
+                });
             }
         }
         segments.sort_by_key(|s| s.seq);
@@ -183,7 +192,9 @@ impl Wal {
     /// Buffers entries for the next [`Wal::sync`], starting a new segment first when the
     /// current one is full.
     pub fn append(&mut self, entries: &[Entry]) -> Result<()> {
-        let Some(first) = entries.first() else { return Ok(()) };
+        let Some(first) = entries.first() else {
+            return Ok(());
+        };
         if self.size + self.buf.len() as u64 >= self.segment_bytes {
             self.cut(first.index)?;
         }
@@ -214,15 +225,22 @@ impl Wal {
             return Ok(());
         }
         let path = self.current_path();
-        self.file.write_all(&self.buf).map_err(StoreError::io("writing WAL", &path))?;
-        self.file.sync_data().map_err(StoreError::io("syncing WAL", &path))?;
+        self.file
+            .write_all(&self.buf)
+            .map_err(StoreError::io("writing WAL", &path))?;
+        self.file
+            .sync_data()
+            .map_err(StoreError::io("syncing WAL", &path))?;
         self.size += self.buf.len() as u64;
         self.buf.clear();
         Ok(())
     }
 
     fn current_path(&self) -> PathBuf {
-        self.segments.last().map(|s| s.path.clone()).unwrap_or_else(|| self.dir.clone())
+        self.segments
+            .last()
+            .map(|s| s.path.clone())
+            .unwrap_or_else(|| self.dir.clone())
     }
 
     /// Closes the current segment (durably) and starts a new one whose first entry is
@@ -230,7 +248,11 @@ impl Wal {
     fn cut(&mut self, first_index: u64) -> Result<()> {
         self.sync()?;
         let seq = self.segments.last().map_or(0, |s| s.seq + 1);
-        let seg = Segment { seq, first_index, path: self.dir.join(segment_name(seq, first_index)) };
+        let seg = Segment {
+            seq,
+            first_index,
+            path: self.dir.join(segment_name(seq, first_index)),
+        };
         self.file = create_segment(&seg.path)?;
         sync_dir(&self.dir)?;
         tracing::debug!(segment = %seg.path.display(), "cut WAL segment");
@@ -254,14 +276,19 @@ impl Wal {
             return Ok(());
         }
         for seg in self.segments.drain(..keep_from) {
-            fs::remove_file(&seg.path).map_err(StoreError::io("removing WAL segment", &seg.path))?;
+            fs::remove_file(&seg.path)
+                .map_err(StoreError::io("removing WAL segment", &seg.path))?;
         }
         sync_dir(&self.dir)
     }
 
     /// Bytes the log occupies on disk.
     pub fn disk_bytes(&self) -> u64 {
-        self.segments.iter().filter_map(|s| fs::metadata(&s.path).ok()).map(|m| m.len()).sum()
+        self.segments
+            .iter()
+            .filter_map(|s| fs::metadata(&s.path).ok())
+            .map(|m| m.len())
+            .sum()
     }
 }
 
@@ -273,12 +300,20 @@ fn create_segment(path: &Path) -> Result<File> {
         .map_err(StoreError::io("creating WAL segment", path))
 }
 
-fn replay_segment(seg: &Segment, is_last: bool, snapshot_index: u64, out: &mut Replayed) -> Result<()> {
+fn replay_segment(
+    seg: &Segment,
+    is_last: bool,
+    snapshot_index: u64,
+    out: &mut Replayed,
+) -> Result<()> {
     let mut data = Vec::new();
     File::open(&seg.path)
         .and_then(|mut f| f.read_to_end(&mut data))
         .map_err(StoreError::io("reading WAL segment", &seg.path))?;
-    let corrupt = |reason: String| StoreError::Corrupt { path: seg.path.clone(), reason };
+    let corrupt = |reason: String| StoreError::Corrupt {
+        path: seg.path.clone(),
+        reason,
+    };
     let mut pos = 0;
     while pos < data.len() {
         let (kind, payload, next) = match read_record(&data, pos) {
@@ -303,7 +338,9 @@ fn replay_segment(seg: &Segment, is_last: bool, snapshot_index: u64, out: &mut R
                 out.truncated_bytes += cut;
                 return Ok(());
             }
-            Err(Damage::Short) => return Err(corrupt(format!("incomplete record at offset {pos}"))),
+            Err(Damage::Short) => {
+                return Err(corrupt(format!("incomplete record at offset {pos}")));
+            }
             Err(Damage::Bad(why)) => return Err(corrupt(format!("{why} at offset {pos}"))),
         };
         match kind {
@@ -316,7 +353,11 @@ fn replay_segment(seg: &Segment, is_last: bool, snapshot_index: u64, out: &mut R
                 out.hard_state = HardState::parse_from_bytes(payload)
                     .map_err(|err| corrupt(format!("hard state at offset {pos}: {err}")))?;
             }
-            other => return Err(corrupt(format!("unknown record type {other} at offset {pos}"))),
+            other => {
+                return Err(corrupt(format!(
+                    "unknown record type {other} at offset {pos}"
+                )));
+            }
         }
         pos = next;
     }
@@ -333,7 +374,11 @@ fn push_entry(entries: &mut Vec<Entry>, e: Entry, snapshot_index: u64) -> Result
     }
     let expected = entries.last().map_or(snapshot_index + 1, |l| l.index + 1);
     if e.index != expected {
-        return Err(format!("entry {} follows {} (missing entries)", e.index, expected - 1));
+        return Err(format!(
+            "entry {} follows {} (missing entries)",
+            e.index,
+            expected - 1
+        ));
     }
     entries.push(e);
     Ok(())
@@ -344,11 +389,12 @@ mod tests {
     use super::*;
 
     fn entry(index: u64, term: u64) -> Entry {
-        let mut e = Entry::default();
-        e.index = index;
-        e.term = term;
-        e.data = bytes::Bytes::from(vec![7u8; 100]);
-        e
+        Entry {
+            index,
+            term,
+            data: bytes::Bytes::from(vec![7u8; 100]),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -357,9 +403,11 @@ mod tests {
         let (mut wal, r) = Wal::open(dir.path(), 1 << 20, 0).unwrap();
         assert!(r.entries.is_empty());
         wal.append(&[entry(1, 1), entry(2, 1)]).unwrap();
-        let mut hs = HardState::default();
-        hs.term = 1;
-        hs.commit = 2;
+        let hs = HardState {
+            term: 1,
+            commit: 2,
+            ..Default::default()
+        };
         wal.set_hard_state(&hs).unwrap();
         wal.sync().unwrap();
         drop(wal);
@@ -378,7 +426,11 @@ mod tests {
         drop(wal);
         // Simulate a crash in the middle of writing entry 3: half a record at the end.
         let mut torn = Vec::new();
-        encode_record(&mut torn, RECORD_ENTRY, &entry(3, 1).write_to_bytes().unwrap());
+        encode_record(
+            &mut torn,
+            RECORD_ENTRY,
+            &entry(3, 1).write_to_bytes().unwrap(),
+        );
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(&torn[..torn.len() / 2]).unwrap();
         drop(f);
@@ -389,7 +441,10 @@ mod tests {
         wal.sync().unwrap();
         drop(wal);
         let (_, r) = Wal::open(dir.path(), 1 << 20, 0).unwrap();
-        assert_eq!(r.entries.iter().map(|e| e.index).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(
+            r.entries.iter().map(|e| e.index).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
     }
 
     #[test]
@@ -423,7 +478,10 @@ mod tests {
         let n = data.len();
         data[n - 2] ^= 0xff;
         fs::write(&first, &data).unwrap();
-        assert!(matches!(Wal::open(dir.path(), 300, 0), Err(StoreError::Corrupt { .. })));
+        assert!(matches!(
+            Wal::open(dir.path(), 300, 0),
+            Err(StoreError::Corrupt { .. })
+        ));
     }
 
     #[test]

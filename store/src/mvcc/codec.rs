@@ -78,7 +78,14 @@ impl Mvcc {
                         .collect(),
                 })
                 .collect(),
-            leases: self.leases.iter().map(|(id, l)| LeaseData { id: *id, ttl: l.ttl }).collect(),
+            leases: self
+                .leases
+                .iter()
+                .map(|(id, l)| LeaseData {
+                    id: *id,
+                    ttl: l.ttl,
+                })
+                .collect(),
         };
         data.encode_to_vec()
     }
@@ -92,7 +99,15 @@ impl Mvcc {
         let mut leases: BTreeMap<i64, LeaseEntry> = data
             .leases
             .iter()
-            .map(|l| (l.id, LeaseEntry { ttl: l.ttl, keys: BTreeSet::new() }))
+            .map(|l| {
+                (
+                    l.id,
+                    LeaseEntry {
+                        ttl: l.ttl,
+                        keys: BTreeSet::new(),
+                    },
+                )
+            })
             .collect();
         let mut keys = BTreeMap::new();
         let mut by_rev = BTreeMap::new();
@@ -111,14 +126,19 @@ impl Mvcc {
             for r in versions.iter().filter(|r| r.rev.main >= data.compacted) {
                 by_rev.insert(r.rev, kh.key.clone());
             }
-            if let Some(last) = versions.last().filter(|r| r.version != 0 && r.lease != 0) {
-                if let Some(l) = leases.get_mut(&last.lease) {
-                    l.keys.insert(kh.key.clone());
-                }
+            let live_lease = versions.last().filter(|r| r.version != 0 && r.lease != 0);
+            if let Some(l) = live_lease.and_then(|last| leases.get_mut(&last.lease)) {
+                l.keys.insert(kh.key.clone());
             }
             keys.insert(kh.key, versions);
         }
-        Ok(Mvcc { keys, by_rev, revision: data.revision, compacted: data.compacted, leases })
+        Ok(Mvcc {
+            keys,
+            by_rev,
+            revision: data.revision,
+            compacted: data.compacted,
+            leases,
+        })
     }
 }
 
@@ -131,15 +151,28 @@ mod tests {
     #[test]
     fn encode_then_decode_keeps_history_leases_and_revisions() {
         let mut m = Mvcc::default();
-        m.apply(Op::LeaseGrant(pb::PbLeaseGrantRequest { id: 5, ttl: 30 })).unwrap();
+        m.apply(Op::LeaseGrant(pb::PbLeaseGrantRequest { id: 5, ttl: 30 }))
+            .unwrap();
         for (k, v, lease) in [("a", "1", 0), ("a", "2", 5), ("b", "x", 0)] {
-            let req = pb::PbPutRequest { key: k.into(), value: v.into(), lease, ..Default::default() };
+            let req = pb::PbPutRequest {
+                key: k.into(),
+                value: v.into(),
+                lease,
+                ..Default::default()
+            };
             m.apply(Op::Put(req)).unwrap();
         }
         let back = Mvcc::decode(&m.encode()).unwrap();
         assert_eq!(back.current_revision(), m.current_revision());
-        assert_eq!(back.lease(5).map(|(_, keys)| keys), Some(vec![b"a".to_vec()]));
-        let old = pb::PbRangeRequest { key: "a".into(), revision: 2, ..Default::default() };
+        assert_eq!(
+            back.lease(5).map(|(_, keys)| keys),
+            Some(vec![b"a".to_vec()])
+        );
+        let old = pb::PbRangeRequest {
+            key: "a".into(),
+            revision: 2,
+            ..Default::default()
+        };
         assert_eq!(back.range(&old).unwrap().kvs[0].value, b"1");
     }
 }

@@ -65,7 +65,11 @@ impl Record {
             create_revision: self.create,
             mod_revision: self.rev.main,
             version: self.version,
-            value: if keys_only { Vec::new() } else { self.value.to_vec() },
+            value: if keys_only {
+                Vec::new()
+            } else {
+                self.value.to_vec()
+            },
             lease: self.lease,
         }
     }
@@ -94,7 +98,10 @@ impl KeyRange {
             [0] => End::Unbounded,
             end => End::Excluded(end.to_vec()),
         };
-        KeyRange { start: key.to_vec(), end }
+        KeyRange {
+            start: key.to_vec(),
+            end,
+        }
     }
 
     /// Whether `key` lies in the range.
@@ -107,7 +114,7 @@ impl KeyRange {
     }
 
     /// Bounds for a `BTreeMap` range scan, or `None` when the range is empty.
-    fn bounds(&self) -> Option<(Bound<&[u8]>, Bound<&[u8]>)> {
+    fn bounds(&self) -> Option<KeyBounds<'_>> {
         let start = Bound::Included(self.start.as_slice());
         match &self.end {
             End::Single => Some((start, Bound::Included(self.start.as_slice()))),
@@ -119,6 +126,9 @@ impl KeyRange {
         }
     }
 }
+
+/// Start and end bounds of a key scan.
+type KeyBounds<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
 
 /// A change as a watcher sees it.
 #[derive(Debug, Clone)]
@@ -188,7 +198,10 @@ impl Mvcc {
 
     /// Number of live keys.
     pub fn key_count(&self) -> usize {
-        self.keys.values().filter(|v| v.last().is_some_and(|r| !r.is_tombstone())).count()
+        self.keys
+            .values()
+            .filter(|v| v.last().is_some_and(|r| !r.is_tombstone()))
+            .count()
     }
 
     /// Approximate bytes of retained keys and values (etcd's "db size in use").
@@ -196,7 +209,11 @@ impl Mvcc {
         let bytes: usize = self
             .keys
             .iter()
-            .map(|(k, vs)| vs.iter().map(|r| k.len() + r.value.len() + 48).sum::<usize>())
+            .map(|(k, vs)| {
+                vs.iter()
+                    .map(|r| k.len() + r.value.len() + 48)
+                    .sum::<usize>()
+            })
             .sum();
         i64::try_from(bytes).unwrap_or(i64::MAX)
     }
@@ -208,7 +225,9 @@ impl Mvcc {
 
     /// A lease's granted TTL and attached keys, if it exists.
     pub fn lease(&self, id: i64) -> Option<(i64, Vec<Vec<u8>>)> {
-        self.leases.get(&id).map(|l| (l.ttl, l.keys.iter().map(|k| k.to_vec()).collect()))
+        self.leases
+            .get(&id)
+            .map(|l| (l.ttl, l.keys.iter().map(|k| k.to_vec()).collect()))
     }
 
     /// Checks a read revision: `<= 0` means current; older than compaction or newer than
@@ -256,7 +275,9 @@ impl Mvcc {
         let mut found: Vec<(&Bytes, &Record)> = Vec::new();
         if let Some(bounds) = range.bounds() {
             for (k, vs) in self.keys.range::<[u8], _>(bounds) {
-                let Some(r) = Self::visible(vs, rev) else { continue };
+                let Some(r) = Self::visible(vs, rev) else {
+                    continue;
+                };
                 let keep = (req.min_mod_revision == 0 || r.rev.main >= req.min_mod_revision)
                     && (req.max_mod_revision == 0 || r.rev.main <= req.max_mod_revision)
                     && (req.min_create_revision == 0 || r.create >= req.min_create_revision)
@@ -276,20 +297,34 @@ impl Mvcc {
         let kvs = if req.count_only {
             Vec::new()
         } else {
-            found.iter().map(|(k, r)| r.to_kv(k, req.keys_only)).collect()
+            found
+                .iter()
+                .map(|(k, r)| r.to_kv(k, req.keys_only))
+                .collect()
         };
-        Ok(pb::PbRangeResponse { header: Some(self.header()), kvs, more, count })
+        Ok(pb::PbRangeResponse {
+            header: Some(self.header()),
+            kvs,
+            more,
+            count,
+        })
     }
 
     fn header(&self) -> pb::PbResponseHeader {
-        pb::PbResponseHeader { revision: self.revision, ..Default::default() }
+        pb::PbResponseHeader {
+            revision: self.revision,
+            ..Default::default()
+        }
     }
 
     /// Applies one committed write. Validation that depends on state (leases, key
     /// existence, revisions) happens here, before anything changes, so a failed command
     /// leaves the store untouched.
     pub fn apply(&mut self, op: Op) -> Result<Applied> {
-        let mut cur = WriteCursor { main: self.revision + 1, sub: 0 };
+        let mut cur = WriteCursor {
+            main: self.revision + 1,
+            sub: 0,
+        };
         let applied = match op {
             Op::Put(req) => {
                 self.check_put(&req)?;
@@ -306,7 +341,13 @@ impl Mvcc {
                 if self.leases.contains_key(&req.id) {
                     return Err(StoreError::LeaseExists);
                 }
-                self.leases.insert(req.id, LeaseEntry { ttl: req.ttl, keys: BTreeSet::new() });
+                self.leases.insert(
+                    req.id,
+                    LeaseEntry {
+                        ttl: req.ttl,
+                        keys: BTreeSet::new(),
+                    },
+                );
                 Applied::LeaseGrant(pb::PbLeaseGrantResponse {
                     id: req.id,
                     ttl: req.ttl,
@@ -314,7 +355,10 @@ impl Mvcc {
                 })
             }
             Op::LeaseRevoke(req) => {
-                let lease = self.leases.remove(&req.id).ok_or(StoreError::LeaseNotFound)?;
+                let lease = self
+                    .leases
+                    .remove(&req.id)
+                    .ok_or(StoreError::LeaseNotFound)?;
                 for key in lease.keys {
                     self.tombstone(key, &mut cur);
                 }
@@ -331,11 +375,17 @@ impl Mvcc {
         let h = Some(self.header());
         match applied {
             Applied::Put(r) => Applied::Put(pb::PbPutResponse { header: h, ..r }),
-            Applied::DeleteRange(r) => Applied::DeleteRange(pb::PbDeleteResponse { header: h, ..r }),
+            Applied::DeleteRange(r) => {
+                Applied::DeleteRange(pb::PbDeleteResponse { header: h, ..r })
+            }
             Applied::Txn(r) => Applied::Txn(pb::PbTxnResponse { header: h, ..r }),
             Applied::Compaction(_) => Applied::Compaction(pb::PbCompactionResponse { header: h }),
-            Applied::LeaseGrant(r) => Applied::LeaseGrant(pb::PbLeaseGrantResponse { header: h, ..r }),
-            Applied::LeaseRevoke(_) => Applied::LeaseRevoke(pb::PbLeaseRevokeResponse { header: h }),
+            Applied::LeaseGrant(r) => {
+                Applied::LeaseGrant(pb::PbLeaseGrantResponse { header: h, ..r })
+            }
+            Applied::LeaseRevoke(_) => {
+                Applied::LeaseRevoke(pb::PbLeaseRevokeResponse { header: h })
+            }
         }
     }
 
@@ -344,7 +394,10 @@ impl Mvcc {
             return Err(StoreError::KeyNotProvided);
         }
         if req.ignore_value || req.ignore_lease {
-            let exists = self.keys.get(req.key.as_slice()).and_then(|v| Self::visible(v, None));
+            let exists = self
+                .keys
+                .get(req.key.as_slice())
+                .and_then(|v| Self::visible(v, None));
             if exists.is_none() {
                 return Err(StoreError::KeyNotFound);
             }
@@ -357,7 +410,11 @@ impl Mvcc {
 
     fn put(&mut self, req: pb::PbPutRequest, cur: &mut WriteCursor) -> pb::PbPutResponse {
         let key = Bytes::from(req.key);
-        let prev = self.keys.get(&key).and_then(|v| Self::visible(v, None)).cloned();
+        let prev = self
+            .keys
+            .get(&key)
+            .and_then(|v| Self::visible(v, None))
+            .cloned();
         let value = match (&prev, req.ignore_value) {
             (Some(p), true) => p.value.clone(),
             _ => Bytes::from(req.value),
@@ -374,21 +431,21 @@ impl Mvcc {
             value,
             lease,
         };
-        if let Some(p) = &prev {
-            if p.lease != 0 && p.lease != lease {
-                self.detach(p.lease, &key);
-            }
+        if let Some(p) = prev.as_ref().filter(|p| p.lease != 0 && p.lease != lease) {
+            self.detach(p.lease, &key);
         }
-        if lease != 0 {
-            if let Some(l) = self.leases.get_mut(&lease) {
-                l.keys.insert(key.clone());
-            }
+        if let Some(l) = self.leases.get_mut(&lease) {
+            l.keys.insert(key.clone());
         }
         self.by_rev.insert(rev, key.clone());
         self.keys.entry(key.clone()).or_default().push(rec);
         pb::PbPutResponse {
             header: None,
-            prev_kv: if req.prev_kv { prev.map(|p| p.to_kv(&key, false)) } else { None },
+            prev_kv: if req.prev_kv {
+                prev.map(|p| p.to_kv(&key, false))
+            } else {
+                None
+            },
         }
     }
 
@@ -400,12 +457,22 @@ impl Mvcc {
 
     /// Deletes `key` at the cursor's revision; returns the version it had.
     fn tombstone(&mut self, key: Bytes, cur: &mut WriteCursor) -> Option<Record> {
-        let prev = self.keys.get(&key).and_then(|v| Self::visible(v, None)).cloned()?;
+        let prev = self
+            .keys
+            .get(&key)
+            .and_then(|v| Self::visible(v, None))
+            .cloned()?;
         if prev.lease != 0 {
             self.detach(prev.lease, &key);
         }
         let rev = cur.next();
-        let rec = Record { rev, create: 0, version: 0, value: Bytes::new(), lease: 0 };
+        let rec = Record {
+            rev,
+            create: 0,
+            version: 0,
+            value: Bytes::new(),
+            lease: 0,
+        };
         self.by_rev.insert(rev, key.clone());
         self.keys.entry(key).or_default().push(rec);
         Some(prev)
@@ -420,10 +487,9 @@ impl Mvcc {
         let keys: Vec<Bytes> = self.live(&range).map(|(k, _)| k.clone()).collect();
         let mut prev_kvs = Vec::new();
         for key in &keys {
-            if let Some(prev) = self.tombstone(key.clone(), cur) {
-                if req.prev_kv {
-                    prev_kvs.push(prev.to_kv(key, false));
-                }
+            let prev = self.tombstone(key.clone(), cur);
+            if let Some(prev) = prev.filter(|_| req.prev_kv) {
+                prev_kvs.push(prev.to_kv(key, false));
             }
         }
         pb::PbDeleteResponse {
@@ -436,7 +502,13 @@ impl Mvcc {
     fn compare(&self, c: &pb::PbCompare) -> bool {
         use pb::PbTargetUnion as T;
         let range = KeyRange::new(&c.key, &c.range_end);
-        let zero = Record { rev: Revision::default(), create: 0, version: 0, value: Bytes::new(), lease: 0 };
+        let zero = Record {
+            rev: Revision::default(),
+            create: 0,
+            version: 0,
+            value: Bytes::new(),
+            lease: 0,
+        };
         let found: Vec<&Record> = self.live(&range).map(|(_, r)| r).collect();
         if found.is_empty() && c.target == wire::TARGET_VALUE {
             return false;
@@ -499,13 +571,21 @@ impl Mvcc {
             let response = match op.request {
                 Some(R::RequestRange(r)) => S::ResponseRange(self.range(&r)?),
                 Some(R::RequestPut(p)) => S::ResponsePut(self.put(p, cur)),
-                Some(R::RequestDeleteRange(d)) => S::ResponseDeleteRange(self.delete_range(&d, cur)),
+                Some(R::RequestDeleteRange(d)) => {
+                    S::ResponseDeleteRange(self.delete_range(&d, cur))
+                }
                 Some(R::RequestTxn(t)) => S::ResponseTxn(self.txn(t, cur)?),
                 None => continue,
             };
-            responses.push(pb::PbResponseOp { response: Some(response) });
+            responses.push(pb::PbResponseOp {
+                response: Some(response),
+            });
         }
-        Ok(pb::PbTxnResponse { header: None, succeeded, responses })
+        Ok(pb::PbTxnResponse {
+            header: None,
+            succeeded,
+            responses,
+        })
     }
 
     /// Drops history older than `rev`, keeping for each key the version visible at `rev`.
@@ -551,8 +631,12 @@ impl Mvcc {
             if !range.contains(key) {
                 continue;
             }
-            let Some(versions) = self.keys.get(key) else { continue };
-            let Ok(idx) = versions.binary_search_by(|r| r.rev.cmp(rev)) else { continue };
+            let Some(versions) = self.keys.get(key) else {
+                continue;
+            };
+            let Ok(idx) = versions.binary_search_by(|r| r.rev.cmp(rev)) else {
+                continue;
+            };
             let rec = &versions[idx];
             let prev = idx
                 .checked_sub(1)
@@ -570,16 +654,27 @@ impl Mvcc {
                     prev_kv: prev,
                 }
             } else {
-                pb::PbEvent { r#type: wire::EVENT_PUT, kv: Some(rec.to_kv(key, false)), prev_kv: prev }
+                pb::PbEvent {
+                    r#type: wire::EVENT_PUT,
+                    kv: Some(rec.to_kv(key, false)),
+                    prev_kv: prev,
+                }
             };
-            out.push(Event { revision: *rev, event });
+            out.push(Event {
+                revision: *rev,
+                event,
+            });
         }
         Ok((out, self.revision + 1))
     }
 }
 
 fn sort(found: &mut [(&Bytes, &Record)], order: i32, target: i32) {
-    let order = if order == wire::SORT_NONE && target != wire::SORT_KEY { wire::SORT_ASCEND } else { order };
+    let order = if order == wire::SORT_NONE && target != wire::SORT_KEY {
+        wire::SORT_ASCEND
+    } else {
+        order
+    };
     if order == wire::SORT_NONE || (order == wire::SORT_ASCEND && target == wire::SORT_KEY) {
         return; // already in key order
     }
@@ -600,7 +695,11 @@ mod tests {
     use super::*;
 
     fn put(m: &mut Mvcc, k: &str, v: &str) -> i64 {
-        let req = pb::PbPutRequest { key: k.into(), value: v.into(), ..Default::default() };
+        let req = pb::PbPutRequest {
+            key: k.into(),
+            value: v.into(),
+            ..Default::default()
+        };
         match m.apply(Op::Put(req)) {
             Ok(Applied::Put(r)) => r.header.map(|h| h.revision).unwrap_or_default(),
             other => panic!("unexpected {other:?}"),
@@ -608,13 +707,22 @@ mod tests {
     }
 
     fn get(m: &Mvcc, k: &str, rev: i64) -> Result<Option<String>> {
-        let req = pb::PbRangeRequest { key: k.into(), revision: rev, ..Default::default() };
+        let req = pb::PbRangeRequest {
+            key: k.into(),
+            revision: rev,
+            ..Default::default()
+        };
         let r = m.range(&req)?;
-        Ok(r.kvs.first().map(|kv| String::from_utf8_lossy(&kv.value).into_owned()))
+        Ok(r.kvs
+            .first()
+            .map(|kv| String::from_utf8_lossy(&kv.value).into_owned()))
     }
 
     fn delete(m: &mut Mvcc, k: &str) {
-        let req = pb::PbDeleteRequest { key: k.into(), ..Default::default() };
+        let req = pb::PbDeleteRequest {
+            key: k.into(),
+            ..Default::default()
+        };
         m.apply(Op::DeleteRange(req)).unwrap();
     }
 
@@ -637,12 +745,19 @@ mod tests {
         assert_eq!(get(&m, "a", 4).unwrap(), None);
         assert_eq!(get(&m, "a", 0).unwrap().as_deref(), Some("3"));
         assert!(matches!(get(&m, "a", 6), Err(StoreError::FutureRevision)));
-        m.apply(Op::Compaction(pb::PbCompactionRequest { revision: 4, physical: false })).unwrap();
+        m.apply(Op::Compaction(pb::PbCompactionRequest {
+            revision: 4,
+            physical: false,
+        }))
+        .unwrap();
         assert!(matches!(get(&m, "a", 3), Err(StoreError::Compacted)));
         assert_eq!(get(&m, "a", 4).unwrap(), None);
         assert_eq!(get(&m, "a", 5).unwrap().as_deref(), Some("3"));
         assert!(matches!(
-            m.apply(Op::Compaction(pb::PbCompactionRequest { revision: 4, physical: false })),
+            m.apply(Op::Compaction(pb::PbCompactionRequest {
+                revision: 4,
+                physical: false
+            })),
             Err(StoreError::Compacted)
         ));
     }
@@ -652,11 +767,28 @@ mod tests {
         let mut m = Mvcc::default();
         put(&mut m, "k", "a");
         put(&mut m, "k", "b");
-        let r = m.range(&pb::PbRangeRequest { key: "k".into(), ..Default::default() }).unwrap();
-        assert_eq!((r.kvs[0].version, r.kvs[0].create_revision, r.kvs[0].mod_revision), (2, 2, 3));
+        let r = m
+            .range(&pb::PbRangeRequest {
+                key: "k".into(),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(
+            (
+                r.kvs[0].version,
+                r.kvs[0].create_revision,
+                r.kvs[0].mod_revision
+            ),
+            (2, 2, 3)
+        );
         delete(&mut m, "k");
         put(&mut m, "k", "c");
-        let r = m.range(&pb::PbRangeRequest { key: "k".into(), ..Default::default() }).unwrap();
+        let r = m
+            .range(&pb::PbRangeRequest {
+                key: "k".into(),
+                ..Default::default()
+            })
+            .unwrap();
         assert_eq!((r.kvs[0].version, r.kvs[0].create_revision), (1, 5));
     }
 
@@ -673,7 +805,11 @@ mod tests {
             ..Default::default()
         };
         let r = m.range(&req).unwrap();
-        let keys: Vec<_> = r.kvs.iter().map(|kv| String::from_utf8_lossy(&kv.key).into_owned()).collect();
+        let keys: Vec<_> = r
+            .kvs
+            .iter()
+            .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
+            .collect();
         assert_eq!(keys, ["p/a", "p/b"]);
         assert_eq!((r.count, r.more), (3, true));
     }
@@ -701,10 +837,17 @@ mod tests {
             success: vec![put_op("a"), put_op("b")],
             failure: vec![put_op("c")],
         };
-        let Applied::Txn(r) = m.apply(Op::Txn(req)).unwrap() else { panic!() };
+        let Applied::Txn(r) = m.apply(Op::Txn(req)).unwrap() else {
+            panic!()
+        };
         assert!(r.succeeded);
         assert_eq!(m.current_revision(), 3);
-        let ra = m.range(&pb::PbRangeRequest { key: "b".into(), ..Default::default() }).unwrap();
+        let ra = m
+            .range(&pb::PbRangeRequest {
+                key: "b".into(),
+                ..Default::default()
+            })
+            .unwrap();
         assert_eq!(ra.kvs[0].mod_revision, 3);
         assert_eq!(get(&m, "c", 0).unwrap(), None);
     }
@@ -712,20 +855,33 @@ mod tests {
     #[test]
     fn put_with_unknown_lease_fails_and_changes_nothing() {
         let mut m = Mvcc::default();
-        let req = pb::PbPutRequest { key: "k".into(), lease: 7, ..Default::default() };
-        assert!(matches!(m.apply(Op::Put(req)), Err(StoreError::LeaseNotFound)));
+        let req = pb::PbPutRequest {
+            key: "k".into(),
+            lease: 7,
+            ..Default::default()
+        };
+        assert!(matches!(
+            m.apply(Op::Put(req)),
+            Err(StoreError::LeaseNotFound)
+        ));
         assert_eq!(m.current_revision(), 1);
     }
 
     #[test]
     fn lease_revoke_deletes_attached_keys_in_one_revision() {
         let mut m = Mvcc::default();
-        m.apply(Op::LeaseGrant(pb::PbLeaseGrantRequest { id: 9, ttl: 60 })).unwrap();
+        m.apply(Op::LeaseGrant(pb::PbLeaseGrantRequest { id: 9, ttl: 60 }))
+            .unwrap();
         for k in ["a", "b"] {
-            let req = pb::PbPutRequest { key: k.into(), lease: 9, ..Default::default() };
+            let req = pb::PbPutRequest {
+                key: k.into(),
+                lease: 9,
+                ..Default::default()
+            };
             m.apply(Op::Put(req)).unwrap();
         }
-        m.apply(Op::LeaseRevoke(pb::PbLeaseRevokeRequest { id: 9 })).unwrap();
+        m.apply(Op::LeaseRevoke(pb::PbLeaseRevokeRequest { id: 9 }))
+            .unwrap();
         assert_eq!(m.current_revision(), 4);
         assert_eq!(get(&m, "a", 0).unwrap(), None);
         assert!(m.lease(9).is_none());
@@ -743,10 +899,20 @@ mod tests {
         let revs: Vec<_> = evs.iter().map(|e| e.revision.main).collect();
         assert_eq!(revs, [2, 4, 5]);
         assert_eq!(next, 6);
-        assert_eq!(evs[1].event.prev_kv.as_ref().map(|kv| kv.value.clone()), Some(b"1".to_vec()));
+        assert_eq!(
+            evs[1].event.prev_kv.as_ref().map(|kv| kv.value.clone()),
+            Some(b"1".to_vec())
+        );
         assert_eq!(evs[2].event.r#type, wire::EVENT_DELETE);
-        m.apply(Op::Compaction(pb::PbCompactionRequest { revision: 4, physical: false })).unwrap();
-        assert!(matches!(m.events(3, &range, false, 10), Err(StoreError::Compacted)));
+        m.apply(Op::Compaction(pb::PbCompactionRequest {
+            revision: 4,
+            physical: false,
+        }))
+        .unwrap();
+        assert!(matches!(
+            m.events(3, &range, false, 10),
+            Err(StoreError::Compacted)
+        ));
         let (evs, _) = m.events(4, &range, false, 10).unwrap();
         assert_eq!(evs.len(), 2);
     }

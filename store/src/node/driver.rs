@@ -86,8 +86,9 @@ impl Driver {
     ) -> Result<Driver> {
         let snapshot_index = opened.snapshot.get_metadata().index;
         let heartbeat_ms = cfg.heartbeat_interval.as_millis().max(1);
-        let election_tick =
-            usize::try_from(cfg.election_timeout.as_millis() / heartbeat_ms).unwrap_or(10).max(2);
+        let election_tick = usize::try_from(cfg.election_timeout.as_millis() / heartbeat_ms)
+            .unwrap_or(10)
+            .max(2);
         let config = raft::Config {
             id: ids.member_id,
             election_tick,
@@ -107,7 +108,10 @@ impl Driver {
             // A one-member cluster need not wait an election timeout to lead again.
             raw.campaign()?;
         }
-        let millis = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+        let millis = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis();
         Ok(Driver {
             raw,
             rx,
@@ -204,7 +208,11 @@ impl Driver {
     fn propose(&mut self, op: Op, reply: ProposalReply) {
         self.next_id += 1;
         let id = self.next_id;
-        let cmd = RaftCommand { id, origin: self.ids.member_id, op: Some(op) };
+        let cmd = RaftCommand {
+            id,
+            origin: self.ids.member_id,
+            op: Some(op),
+        };
         let data = cmd.encode_to_vec();
         if data.len() > self.max_request_bytes + 1024 {
             let _ = reply.send(Err(StoreError::RequestTooLarge));
@@ -235,15 +243,17 @@ impl Driver {
     /// Fails work that has waited for a leader longer than a few election timeouts.
     fn expire_waiting(&mut self) {
         let limit = self.no_leader_wait;
-        let (old, keep): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.waiting_proposals).into_iter().partition(|(t, _, _)| t.elapsed() > limit);
+        let (old, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting_proposals)
+            .into_iter()
+            .partition(|(t, _, _)| t.elapsed() > limit);
         self.waiting_proposals = keep;
         for (_, _, reply) in old {
             let _ = reply.send(Err(StoreError::NoLeader));
         }
         if !self.has_leader() {
-            let (old, keep): (Vec<_>, Vec<_>) =
-                std::mem::take(&mut self.queued_reads).into_iter().partition(|(t, _)| t.elapsed() > limit);
+            let (old, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.queued_reads)
+                .into_iter()
+                .partition(|(t, _)| t.elapsed() > limit);
             self.queued_reads = keep;
             for (_, reply) in old {
                 let _ = reply.send(Err(StoreError::NoLeader));
@@ -258,14 +268,22 @@ impl Driver {
         }
         let ctx = self.next_read;
         self.next_read += 1;
-        let replies = std::mem::take(&mut self.queued_reads).into_iter().map(|(_, r)| r).collect();
+        let replies = std::mem::take(&mut self.queued_reads)
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect();
         self.sent_reads.insert(ctx, replies);
         self.raw.read_index(ctx.to_le_bytes().to_vec());
     }
 
     fn on_read_states(&mut self, states: Vec<ReadState>) {
         for rs in states {
-            let ctx = rs.request_ctx.as_slice().try_into().map(u64::from_le_bytes).unwrap_or(0);
+            let ctx = rs
+                .request_ctx
+                .as_slice()
+                .try_into()
+                .map(u64::from_le_bytes)
+                .unwrap_or(0);
             if let Some(replies) = self.sent_reads.remove(&ctx) {
                 self.ready_reads.push((rs.index, replies));
             }
@@ -274,8 +292,9 @@ impl Driver {
 
     fn answer_reads(&mut self) {
         let applied = self.applied;
-        let (done, keep): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.ready_reads).into_iter().partition(|(idx, _)| *idx <= applied);
+        let (done, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.ready_reads)
+            .into_iter()
+            .partition(|(idx, _)| *idx <= applied);
         self.ready_reads = keep;
         for (_, replies) in done {
             for r in replies {
@@ -324,7 +343,11 @@ impl Driver {
         self.on_read_states(read_states);
         self.answer_reads();
         if let Some((leader, role)) = role_changed {
-            tracing::info!(leader = format_args!("{leader:016x}"), ?role, "raft role changed");
+            tracing::info!(
+                leader = format_args!("{leader:016x}"),
+                ?role,
+                "raft role changed"
+            );
             if role != StateRole::Leader {
                 // Reads sent as leader will not complete here; let clients retry.
                 for (_, replies) in self.sent_reads.drain() {
@@ -339,7 +362,11 @@ impl Driver {
     }
 
     fn install_snapshot(&mut self, snap: &Snapshot) -> Result<()> {
-        let restored = if snap.data.is_empty() { Mvcc::default() } else { Mvcc::decode(&snap.data)? };
+        let restored = if snap.data.is_empty() {
+            Mvcc::default()
+        } else {
+            Mvcc::decode(&snap.data)?
+        };
         self.raw.mut_store().apply_snapshot(snap)?;
         let revision = restored.current_revision();
         *self.mvcc.write().unwrap_or_else(PoisonError::into_inner) = restored;
@@ -369,10 +396,11 @@ impl Driver {
                                 Some(op) => state.apply(op),
                                 None => Err(StoreError::InvalidArgument("empty command".into())),
                             };
-                            if cmd.origin == self.ids.member_id {
-                                if let Some(reply) = self.pending.remove(&cmd.id) {
-                                    replies.push((reply, result));
-                                }
+                            let mine = cmd.origin == self.ids.member_id;
+                            if let Some(reply) =
+                                mine.then(|| self.pending.remove(&cmd.id)).flatten()
+                            {
+                                replies.push((reply, result));
                             }
                         }
                         Err(err) => {
@@ -380,14 +408,16 @@ impl Driver {
                         }
                     },
                     EntryType::EntryConfChange => {
-                        let cc = ConfChange::parse_from_bytes(&entry.data)
-                            .map_err(|e| StoreError::InvalidArgument(format!("conf change: {e}")))?;
+                        let cc = ConfChange::parse_from_bytes(&entry.data).map_err(|e| {
+                            StoreError::InvalidArgument(format!("conf change: {e}"))
+                        })?;
                         let cs = self.raw.apply_conf_change(&cc)?;
                         self.raw.mut_store().set_conf_state(cs);
                     }
                     EntryType::EntryConfChangeV2 => {
-                        let cc = ConfChangeV2::parse_from_bytes(&entry.data)
-                            .map_err(|e| StoreError::InvalidArgument(format!("conf change: {e}")))?;
+                        let cc = ConfChangeV2::parse_from_bytes(&entry.data).map_err(|e| {
+                            StoreError::InvalidArgument(format!("conf change: {e}"))
+                        })?;
                         let cs = self.raw.apply_conf_change(&cc)?;
                         self.raw.mut_store().set_conf_state(cs);
                     }
@@ -407,11 +437,23 @@ impl Driver {
             return Ok(());
         }
         let started = Instant::now();
-        let data = self.mvcc.read().unwrap_or_else(PoisonError::into_inner).encode();
+        let data = self
+            .mvcc
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .encode();
         let index = self.applied;
-        let bytes = self.raw.mut_store().create_snapshot(index, data, self.catch_up_entries)?;
+        let bytes = self
+            .raw
+            .mut_store()
+            .create_snapshot(index, data, self.catch_up_entries)?;
         self.last_snapshot = index;
-        tracing::info!(index, bytes, elapsed_ms = started.elapsed().as_millis() as u64, "saved snapshot");
+        tracing::info!(
+            index,
+            bytes,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "saved snapshot"
+        );
         Ok(())
     }
 

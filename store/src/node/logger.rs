@@ -17,14 +17,20 @@ impl slog::Drain for TracingDrain {
     type Ok = ();
     type Err = slog::Never;
 
-    fn log(&self, record: &slog::Record<'_>, values: &slog::OwnedKVList) -> Result<(), slog::Never> {
+    fn log(
+        &self,
+        record: &slog::Record<'_>,
+        values: &slog::OwnedKVList,
+    ) -> Result<(), slog::Never> {
         let mut kv = KvText(String::new());
         let _ = slog::KV::serialize(&record.kv(), record, &mut kv);
         let _ = slog::KV::serialize(values, record, &mut kv);
         let msg = record.msg();
         let kv = kv.0;
         match record.level() {
-            slog::Level::Critical | slog::Level::Error => tracing::error!(target: "raft", "{msg}{kv}"),
+            slog::Level::Critical | slog::Level::Error => {
+                tracing::error!(target: "raft", "{msg}{kv}")
+            }
             slog::Level::Warning => tracing::warn!(target: "raft", "{msg}{kv}"),
             slog::Level::Info => tracing::info!(target: "raft", "{msg}{kv}"),
             slog::Level::Debug | slog::Level::Trace => tracing::debug!(target: "raft", "{msg}{kv}"),

@@ -44,7 +44,10 @@ pub fn load_or_create(cfg: &StoreConfig) -> Result<MemberIds> {
             let urls = cfg.initial_advertise_peer_urls.join(",");
             let member_id = fnv1a(&[cfg.name.as_bytes(), urls.as_bytes()]);
             let cluster_id = fnv1a(&[b"capstan-cluster", &member_id.to_be_bytes()]);
-            let ids = MemberIds { member_id, cluster_id };
+            let ids = MemberIds {
+                member_id,
+                cluster_id,
+            };
             let tmp = dir.join("id.tmp");
             let text = format!("member {member_id:016x}\ncluster {cluster_id:016x}\n");
             fs::write(&tmp, text).map_err(StoreError::io("writing member id", &tmp))?;
@@ -69,7 +72,10 @@ fn parse(text: &str) -> Option<MemberIds> {
             _ => {}
         }
     }
-    Some(MemberIds { member_id: member_id?, cluster_id: cluster_id? })
+    Some(MemberIds {
+        member_id: member_id?,
+        cluster_id: cluster_id?,
+    })
 }
 
 /// Checks that `dir` can hold data: creates it, writes and fsyncs a probe file, removes it.

@@ -44,8 +44,13 @@ pub struct NodeStatus {
 
 /// Requests from handles to the driver thread.
 pub(crate) enum Request {
-    Propose { op: Op, reply: oneshot::Sender<Result<Applied>> },
-    ReadIndex { reply: oneshot::Sender<Result<()>> },
+    Propose {
+        op: Op,
+        reply: oneshot::Sender<Result<Applied>>,
+    },
+    ReadIndex {
+        reply: oneshot::Sender<Result<()>>,
+    },
     Stop,
 }
 
@@ -139,7 +144,9 @@ impl Node {
     /// Proposes a write and waits until it is committed and applied.
     pub async fn propose(&self, op: Op) -> Result<Applied> {
         let (reply, rx) = oneshot::channel();
-        self.tx.send(Request::Propose { op, reply }).map_err(|_| StoreError::Stopped)?;
+        self.tx
+            .send(Request::Propose { op, reply })
+            .map_err(|_| StoreError::Stopped)?;
         match tokio::time::timeout(self.request_timeout, rx).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(StoreError::Stopped),
@@ -151,7 +158,9 @@ impl Node {
     /// call (Raft ReadIndex). Reads after it are linearizable.
     pub async fn read_index(&self) -> Result<()> {
         let (reply, rx) = oneshot::channel();
-        self.tx.send(Request::ReadIndex { reply }).map_err(|_| StoreError::Stopped)?;
+        self.tx
+            .send(Request::ReadIndex { reply })
+            .map_err(|_| StoreError::Stopped)?;
         match tokio::time::timeout(self.request_timeout, rx).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(StoreError::Stopped),
