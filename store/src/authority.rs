@@ -140,7 +140,7 @@ impl<S> AuthorityFix<S> {
                 let mut pad = 0usize;
                 if flags & PADDED != 0 {
                     let Some((&p, rest)) = body.split_first() else {
-                        return self.give_up(frame);
+                        return self.give_up(&frame);
                     };
                     pad = usize::from(p);
                     body = rest;
@@ -148,13 +148,13 @@ impl<S> AuthorityFix<S> {
                 let mut priority = None;
                 if flags & PRIORITY != 0 {
                     let Some(p) = body.get(..5) else {
-                        return self.give_up(frame);
+                        return self.give_up(&frame);
                     };
                     priority = Some([p[0], p[1], p[2], p[3], p[4]]);
                     body = &body[5..];
                 }
                 let Some(fragment) = body.get(..body.len().saturating_sub(pad)) else {
-                    return self.give_up(frame);
+                    return self.give_up(&frame);
                 };
                 self.block = Some(Block {
                     stream_id,
@@ -169,26 +169,24 @@ impl<S> AuthorityFix<S> {
                     b.fragment.extend_from_slice(payload);
                     b.raw.extend_from_slice(&frame);
                 }
-                None => return self.give_up(frame),
+                None => return self.give_up(&frame),
             },
             _ => {
                 self.outbuf.extend_from_slice(&frame);
                 return;
             }
         }
-        if flags & END_HEADERS != 0 {
-            if let Some(block) = self.block.take() {
-                self.finish(block);
-            }
+        if let Some(block) = self.block.take_if(|_| flags & END_HEADERS != 0) {
+            self.finish(&block);
         }
     }
 
-    fn give_up(&mut self, frame: Vec<u8>) {
-        self.outbuf.extend_from_slice(&frame);
+    fn give_up(&mut self, frame: &[u8]) {
+        self.outbuf.extend_from_slice(frame);
         self.pass_all();
     }
 
-    fn finish(&mut self, block: Block) {
+    fn finish(&mut self, block: &Block) {
         let headers = match self.decoder.decode(&block.fragment) {
             Ok(h) => h,
             Err(_) => {
@@ -227,7 +225,7 @@ impl<S> AuthorityFix<S> {
             self.outbuf.extend_from_slice(&block.raw);
             return self.pass_all();
         }
-        self.write_block(&block, &encoded);
+        self.write_block(block, &encoded);
     }
 
     fn write_block(&mut self, block: &Block, encoded: &[u8]) {
