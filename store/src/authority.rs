@@ -123,13 +123,13 @@ impl<S> AuthorityFix<S> {
                         return;
                     }
                     let frame: Vec<u8> = self.inbuf.drain(..FRAME_HEADER + len).collect();
-                    self.frame(frame);
+                    self.frame(&frame);
                 }
             }
         }
     }
 
-    fn frame(&mut self, frame: Vec<u8>) {
+    fn frame(&mut self, frame: &[u8]) {
         let kind = frame[3];
         let flags = frame[4];
         let stream_id = u32::from_be_bytes([frame[5], frame[6], frame[7], frame[8]]) & 0x7fff_ffff;
@@ -140,7 +140,7 @@ impl<S> AuthorityFix<S> {
                 let mut pad = 0usize;
                 if flags & PADDED != 0 {
                     let Some((&p, rest)) = body.split_first() else {
-                        return self.give_up(&frame);
+                        return self.give_up(frame);
                     };
                     pad = usize::from(p);
                     body = rest;
@@ -148,31 +148,31 @@ impl<S> AuthorityFix<S> {
                 let mut priority = None;
                 if flags & PRIORITY != 0 {
                     let Some(p) = body.get(..5) else {
-                        return self.give_up(&frame);
+                        return self.give_up(frame);
                     };
                     priority = Some([p[0], p[1], p[2], p[3], p[4]]);
                     body = &body[5..];
                 }
                 let Some(fragment) = body.get(..body.len().saturating_sub(pad)) else {
-                    return self.give_up(&frame);
+                    return self.give_up(frame);
                 };
                 self.block = Some(Block {
                     stream_id,
                     end_stream: flags & END_STREAM != 0,
                     priority,
                     fragment: fragment.to_vec(),
-                    raw: frame.clone(),
+                    raw: frame.to_vec(),
                 });
             }
             CONTINUATION => match self.block.as_mut() {
                 Some(b) => {
                     b.fragment.extend_from_slice(payload);
-                    b.raw.extend_from_slice(&frame);
+                    b.raw.extend_from_slice(frame);
                 }
-                None => return self.give_up(&frame),
+                None => return self.give_up(frame),
             },
             _ => {
-                self.outbuf.extend_from_slice(&frame);
+                self.outbuf.extend_from_slice(frame);
                 return;
             }
         }
