@@ -22,6 +22,8 @@ pub struct LogStore {
     entries: Vec<Entry>,
     wal: Wal,
     snaps: SnapFiles,
+    /// Bytes of snapshot files, refreshed when one is saved.
+    snap_bytes: u64,
 }
 
 /// A freshly opened log: the store plus the snapshot to restore the state machine from.
@@ -65,6 +67,7 @@ impl LogStore {
             snap_meta,
             entries: replayed.entries,
             wal,
+            snap_bytes: snaps.disk_bytes(),
             snaps,
         };
         Ok(Opened {
@@ -142,6 +145,7 @@ impl LogStore {
             return Ok(());
         }
         self.snaps.save(snap)?;
+        self.snap_bytes = self.snaps.disk_bytes();
         self.snap_meta = meta.clone();
         self.conf_state = meta.get_conf_state().clone();
         self.hard_state.commit = self.hard_state.commit.max(meta.index);
@@ -165,6 +169,7 @@ impl LogStore {
         let size = data.len() as u64;
         snap.data = bytes::Bytes::from(data);
         self.snaps.save(&snap)?;
+        self.snap_bytes = self.snaps.disk_bytes();
         self.snap_meta = snap.get_metadata().clone();
         let compact_to = index.saturating_sub(keep_entries);
         if compact_to > self.first() {
@@ -189,7 +194,7 @@ impl LogStore {
 
     /// Bytes of WAL and snapshots on disk.
     pub fn disk_bytes(&self) -> u64 {
-        self.wal.disk_bytes() + self.snaps.disk_bytes()
+        self.wal.disk_bytes() + self.snap_bytes
     }
 }
 

@@ -70,6 +70,8 @@ pub struct Wal {
     size: u64,
     buf: Vec<u8>,
     hard_state: HardState,
+    /// Bytes of all segments but the current one.
+    closed_bytes: u64,
 }
 
 fn segment_name(seq: u64, first_index: u64) -> String {
@@ -185,7 +187,10 @@ impl Wal {
             size,
             buf: Vec::new(),
             hard_state: replayed.hard_state.clone(),
+            closed_bytes: 0,
         };
+        let mut wal = wal;
+        wal.closed_bytes = wal.sum_closed();
         Ok((wal, replayed))
     }
 
@@ -257,6 +262,7 @@ impl Wal {
         sync_dir(&self.dir)?;
         tracing::debug!(segment = %seg.path.display(), "cut WAL segment");
         self.segments.push(seg);
+        self.closed_bytes += self.size;
         self.size = 0;
         let hs = self.hard_state.clone();
         self.set_hard_state(&hs)
@@ -279,12 +285,18 @@ impl Wal {
             fs::remove_file(&seg.path)
                 .map_err(StoreError::io("removing WAL segment", &seg.path))?;
         }
+        self.closed_bytes = self.sum_closed();
         sync_dir(&self.dir)
     }
 
-    /// Bytes the log occupies on disk.
+    /// Bytes the log occupies on disk (tracked, no system calls).
     pub fn disk_bytes(&self) -> u64 {
-        self.segments
+        self.closed_bytes + self.size
+    }
+
+    fn sum_closed(&self) -> u64 {
+        let closed = self.segments.len().saturating_sub(1);
+        self.segments[..closed]
             .iter()
             .filter_map(|s| fs::metadata(&s.path).ok())
             .map(|m| m.len())
