@@ -76,8 +76,13 @@ pub async fn run(
             .add_service(pb::PbClusterServer::new(s.cluster));
         let mut stop = stop_rx.clone();
         servers.spawn(async move {
-            let incoming = TcpListenerStream::new(listener)
-                .map(|conn| conn.map(crate::authority::AuthorityFix::new));
+            let incoming = TcpListenerStream::new(listener).map(|conn| {
+                conn.map(|c| {
+                    // Small gRPC frames must not wait for Nagle's algorithm.
+                    let _ = c.set_nodelay(true);
+                    crate::authority::AuthorityFix::new(c)
+                })
+            });
             router
                 .serve_with_incoming_shutdown(incoming, async move {
                     let _ = stop.wait_for(|s| *s).await;

@@ -36,6 +36,16 @@ impl SnapFiles {
     /// Opens (creating if needed) the snapshot directory.
     pub fn open(dir: &Path) -> Result<Self> {
         fs::create_dir_all(dir).map_err(StoreError::io("creating snapshot directory", dir))?;
+        // A crash while saving leaves a `.tmp` file that was never renamed into place.
+        for entry in fs::read_dir(dir).map_err(StoreError::io("listing snapshots", dir))? {
+            let path = entry
+                .map_err(StoreError::io("listing snapshots", dir))?
+                .path();
+            if path.extension().is_some_and(|e| e == "tmp") {
+                fs::remove_file(&path)
+                    .map_err(StoreError::io("removing partial snapshot", &path))?;
+            }
+        }
         Ok(SnapFiles {
             dir: dir.to_path_buf(),
         })

@@ -154,10 +154,11 @@ impl LogStore {
         Ok(())
     }
 
-    /// Saves a snapshot of the state machine as of applied index `index`, then drops log
-    /// entries (in memory) older than `index - keep_entries` and WAL segments that no kept
-    /// snapshot needs. Returns the snapshot file size in bytes.
-    pub fn create_snapshot(&mut self, index: u64, data: Vec<u8>, keep_entries: u64) -> Result<u64> {
+    /// Builds (does not save) a snapshot of the state machine as of applied index `index`,
+    /// with the term and configuration the log records for it. Saving it is slow, so the
+    /// driver hands it to another thread with [`LogStore::snap_files`] and reports back
+    /// through [`LogStore::snapshot_saved`].
+    pub fn prepare_snapshot(&self, index: u64, data: Vec<u8>) -> Result<Snapshot> {
         let term = raft::Storage::term(self, index)?;
         let mut snap = Snapshot::default();
         {
@@ -166,11 +167,24 @@ impl LogStore {
             meta.term = term;
             meta.set_conf_state(self.conf_state.clone());
         }
-        let size = data.len() as u64;
         snap.data = bytes::Bytes::from(data);
-        self.snaps.save(&snap)?;
+        Ok(snap)
+    }
+
+    /// The snapshot directory, for saving on another thread.
+    pub fn snap_files(&self) -> SnapFiles {
+        self.snaps.clone()
+    }
+
+    /// Adopts a snapshot that is now durable on disk: drops in-memory entries older than
+    /// `index - keep_entries` and WAL segments that no kept snapshot needs.
+    pub fn snapshot_saved(&mut self, meta: SnapshotMetadata, keep_entries: u64) -> Result<()> {
+        if meta.index <= self.snap_meta.index {
+            return Ok(());
+        }
+        let index = meta.index;
+        self.snap_meta = meta;
         self.snap_bytes = self.snaps.disk_bytes();
-        self.snap_meta = snap.get_metadata().clone();
         let compact_to = index.saturating_sub(keep_entries);
         if compact_to > self.first() {
             let drop = usize::try_from(compact_to - self.first()).unwrap_or(usize::MAX);
@@ -179,7 +193,7 @@ impl LogStore {
         if let Some(oldest) = self.snaps.oldest_index()? {
             self.wal.release_to(oldest)?;
         }
-        Ok(size)
+        Ok(())
     }
 
     /// Voters of the configuration the log starts with.

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use prost::Message as _;
 use protobuf::Message as _;
-use raft::eraftpb::{ConfChange, ConfChangeV2, Entry, EntryType, Snapshot};
+use raft::eraftpb::{ConfChange, ConfChangeV2, Entry, EntryType, Snapshot, SnapshotMetadata};
 use raft::{RawNode, ReadState, StateRole};
 use tokio::sync::{oneshot, watch};
 
@@ -63,13 +63,17 @@ pub(super) struct Driver {
     waiting_proposals: Vec<(Instant, Op, ProposalReply)>,
     /// Read barriers not yet sent to Raft.
     queued_reads: Vec<(Instant, ReadReply)>,
-    /// Read barriers sent to Raft, by request context.
-    sent_reads: HashMap<u64, Vec<ReadReply>>,
+    /// Read barriers sent to Raft, by request context, with the time they were sent.
+    /// raft-rs drops a ReadIndex it cannot serve (e.g. during an election), so reads that
+    /// see no answer for a few heartbeats are sent again.
+    sent_reads: HashMap<u64, (Instant, Vec<(Instant, ReadReply)>)>,
     /// Read barriers whose index is known, waiting for apply to reach it.
     ready_reads: Vec<(u64, Vec<ReadReply>)>,
     next_read: u64,
     applied: u64,
     last_snapshot: u64,
+    /// Completion of the snapshot being written by the helper thread, if any.
+    snapshot_in_flight: Option<mpsc::Receiver<Result<(SnapshotMetadata, Duration)>>>,
 }
 
 impl Driver {
@@ -136,6 +140,7 @@ impl Driver {
             next_read: 1,
             applied: snapshot_index,
             last_snapshot: snapshot_index,
+            snapshot_in_flight: None,
         })
     }
 
@@ -175,6 +180,7 @@ impl Driver {
             if Instant::now() >= next_tick {
                 self.raw.tick();
                 next_tick = Instant::now() + self.tick;
+                self.requeue_stale_reads();
                 self.expire_waiting();
                 self.pending.retain(|_, tx| !tx.is_closed());
             }
@@ -262,18 +268,37 @@ impl Driver {
     }
 
     /// Sends every queued read barrier to Raft as one ReadIndex request.
+    ///
+    /// A leader answers ReadIndex only once it has committed an entry in its own term
+    /// (raft-rs silently drops it before that), so until then reads stay queued.
     fn send_reads(&mut self) {
         if self.queued_reads.is_empty() || !self.has_leader() {
             return;
         }
+        if self.raw.raft.state == StateRole::Leader && !self.raw.raft.commit_to_current_term() {
+            return;
+        }
         let ctx = self.next_read;
         self.next_read += 1;
-        let replies = std::mem::take(&mut self.queued_reads)
-            .into_iter()
-            .map(|(_, r)| r)
-            .collect();
-        self.sent_reads.insert(ctx, replies);
+        let replies = std::mem::take(&mut self.queued_reads);
+        self.sent_reads.insert(ctx, (Instant::now(), replies));
         self.raw.read_index(ctx.to_le_bytes().to_vec());
+    }
+
+    /// Puts reads that got no answer in time back in the queue (they are sent again).
+    fn requeue_stale_reads(&mut self) {
+        let limit = self.tick * 5;
+        let stale: Vec<u64> = self
+            .sent_reads
+            .iter()
+            .filter(|(_, (at, _))| at.elapsed() > limit)
+            .map(|(ctx, _)| *ctx)
+            .collect();
+        for ctx in stale {
+            if let Some((_, replies)) = self.sent_reads.remove(&ctx) {
+                self.queued_reads.extend(replies);
+            }
+        }
     }
 
     fn on_read_states(&mut self, states: Vec<ReadState>) {
@@ -284,7 +309,8 @@ impl Driver {
                 .try_into()
                 .map(u64::from_le_bytes)
                 .unwrap_or(0);
-            if let Some(replies) = self.sent_reads.remove(&ctx) {
+            if let Some((_, replies)) = self.sent_reads.remove(&ctx) {
+                let replies = replies.into_iter().map(|(_, r)| r).collect();
                 self.ready_reads.push((rs.index, replies));
             }
         }
@@ -349,11 +375,9 @@ impl Driver {
                 "raft role changed"
             );
             if role != StateRole::Leader {
-                // Reads sent as leader will not complete here; let clients retry.
-                for (_, replies) in self.sent_reads.drain() {
-                    for r in replies {
-                        let _ = r.send(Err(StoreError::NoLeader));
-                    }
+                // Reads sent as leader will not be answered here: send them again.
+                for (_, (_, replies)) in self.sent_reads.drain() {
+                    self.queued_reads.extend(replies);
                 }
             }
         }
@@ -432,7 +456,28 @@ impl Driver {
         Ok(())
     }
 
+    /// Every `snapshot_count` applied entries: encode the state machine here (the only
+    /// pause writes see), save it on a helper thread, and trim the log once it is durable.
     fn maybe_snapshot(&mut self) -> Result<()> {
+        if let Some(rx) = &self.snapshot_in_flight {
+            match rx.try_recv() {
+                Ok(Ok((meta, elapsed))) => {
+                    let index = meta.index;
+                    self.raw
+                        .mut_store()
+                        .snapshot_saved(meta, self.catch_up_entries)?;
+                    self.snapshot_in_flight = None;
+                    tracing::info!(
+                        index,
+                        save_ms = elapsed.as_millis() as u64,
+                        "saved snapshot"
+                    );
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(mpsc::TryRecvError::Empty) => return Ok(()),
+                Err(mpsc::TryRecvError::Disconnected) => return Err(StoreError::Stopped),
+            }
+        }
         if self.applied < self.last_snapshot + self.snapshot_count {
             return Ok(());
         }
@@ -443,17 +488,28 @@ impl Driver {
             .unwrap_or_else(PoisonError::into_inner)
             .encode();
         let index = self.applied;
-        let bytes = self
-            .raw
-            .mut_store()
-            .create_snapshot(index, data, self.catch_up_entries)?;
-        self.last_snapshot = index;
-        tracing::info!(
+        let snap = self.raw.mut_store().prepare_snapshot(index, data)?;
+        tracing::debug!(
             index,
-            bytes,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "saved snapshot"
+            encode_ms = started.elapsed().as_millis() as u64,
+            "encoded snapshot"
         );
+        self.last_snapshot = index;
+        let files = self.raw.store().snap_files();
+        let (tx, rx) = mpsc::channel();
+        self.snapshot_in_flight = Some(rx);
+        let spawned = std::thread::Builder::new()
+            .name("snapshot-writer".into())
+            .spawn(move || {
+                let started = Instant::now();
+                let result = files
+                    .save(&snap)
+                    .map(|_| (snap.get_metadata().clone(), started.elapsed()));
+                let _ = tx.send(result);
+            });
+        if let Err(e) = spawned {
+            return Err(StoreError::io("spawning snapshot writer", "member/snap")(e));
+        }
         Ok(())
     }
 
@@ -480,8 +536,8 @@ impl Driver {
         for (_, reply) in self.queued_reads.drain(..) {
             let _ = reply.send(Err(err()));
         }
-        for (_, replies) in self.sent_reads.drain() {
-            for r in replies {
+        for (_, (_, replies)) in self.sent_reads.drain() {
+            for (_, r) in replies {
                 let _ = r.send(Err(err()));
             }
         }
