@@ -24,7 +24,11 @@ pub fn capstan_bin() -> PathBuf {
     }
     // current_exe = target/<profile>/deps/<test>-<hash>
     let exe = std::env::current_exe().unwrap_or_default();
-    let profile_dir = exe.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
     profile_dir.join("capstan")
 }
 
@@ -58,7 +62,10 @@ impl StoreProcess {
         let endpoint = format!("http://127.0.0.1:{port}");
         std::fs::create_dir_all(data_dir).ok();
         let log_path = data_dir.with_extension("log");
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)?;
         let child = Command::new(capstan_bin())
             .arg("store")
             .args(["--name", "default", "--listen-client-urls", &endpoint])
@@ -69,7 +76,12 @@ impl StoreProcess {
             .stderr(log)
             .spawn()
             .with_context(|| format!("spawning {}", capstan_bin().display()))?;
-        let mut p = StoreProcess { child, endpoint, data_dir: data_dir.to_path_buf(), log_path };
+        let mut p = StoreProcess {
+            child,
+            endpoint,
+            data_dir: data_dir.to_path_buf(),
+            log_path,
+        };
         p.wait_ready(Duration::from_secs(20))?;
         Ok(p)
     }
@@ -77,10 +89,15 @@ impl StoreProcess {
     /// Polls the endpoint with `etcdctl`-equivalent Status calls until it answers.
     fn wait_ready(&mut self, limit: Duration) -> Result<()> {
         let deadline = Instant::now() + limit;
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         loop {
             if let Some(status) = self.child.try_wait()? {
-                bail!("capstan store exited early with {status}; log: {}", self.log());
+                bail!(
+                    "capstan store exited early with {status}; log: {}",
+                    self.log()
+                );
             }
             let ep = self.endpoint.clone();
             let ok = rt.block_on(async move {
@@ -96,7 +113,10 @@ impl StoreProcess {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                bail!("capstan store not ready after {limit:?}; log: {}", self.log());
+                bail!(
+                    "capstan store not ready after {limit:?}; log: {}",
+                    self.log()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -127,17 +147,27 @@ impl Drop for StoreProcess {
 
 /// Runs `etcdctl` (v3 API) against `endpoint` with `args`, feeding `stdin`, and returns
 /// (exit success, stdout, stderr).
-pub fn etcdctl(endpoint: &str, args: &[&str], stdin: Option<&str>) -> Result<(bool, String, String)> {
+pub fn etcdctl(
+    endpoint: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Result<(bool, String, String)> {
     use std::io::Write;
     let mut cmd = Command::new("etcdctl");
     cmd.env("ETCDCTL_API", "3")
         .arg(format!("--endpoints={endpoint}"))
         .arg("--command-timeout=10s")
         .args(args)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().context("spawning etcdctl (apt-get install etcd-client)")?;
+    let mut child = cmd
+        .spawn()
+        .context("spawning etcdctl (apt-get install etcd-client)")?;
     if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
         pipe.write_all(input.as_bytes())?;
     }

@@ -8,6 +8,9 @@
 //! One variant runs with the default snapshot interval, one with `--snapshot-count 500` so
 //! that restarts also recover from a snapshot plus the WAL after log compaction.
 //!
+//! About one restart in four is preceded by an extra incarnation killed during start-up
+//! (0-150 ms after spawning), i.e. in the middle of recovery.
+//!
 //! The kill schedule comes from a PRNG whose seed is printed; rerun a failure with
 //! `CRASH_SEED=<seed>`.
 
@@ -17,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use e2e::StoreProcess;
+use e2e::{StoreProcess, capstan_bin, free_port};
 use etcd_client::{Client, ConnectOptions, GetOptions};
 
 /// Number of concurrent writer tasks.
@@ -142,6 +145,30 @@ fn start(data: &Path, extra_args: &[&str], seed: u64) -> StoreProcess {
             panic!("store failed to (re)start (CRASH_SEED={seed}): ...{tail}");
         }
     }
+}
+
+/// Starts the store directly (not through `StoreProcess`, which waits for readiness) and
+/// SIGKILLs it after `after`: a crash in the middle of start-up and recovery.
+fn crash_during_startup(data: &Path, extra_args: &[&str], after: Duration) {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(data.with_extension("log"))
+        .expect("open store log");
+    let mut child = std::process::Command::new(capstan_bin())
+        .arg("store")
+        .args(["--name", "default", "--listen-client-urls"])
+        .arg(format!("http://127.0.0.1:{}", free_port()))
+        .arg("--data-dir")
+        .arg(data)
+        .args(extra_args)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn capstan");
+    std::thread::sleep(after);
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// The store's current revision (header revision of a range request).
@@ -373,7 +400,7 @@ fn crash_loop(variant: &str, extra_args: &[&str], target_acks: u64, budget: Dura
     let began = Instant::now();
     let mut kills = 0u32;
     loop {
-        // Mostly "a while into serving", sometimes right after start-up (mid-recovery).
+        // Mostly a while into serving, sometimes within milliseconds of becoming ready.
         let window_ms = match rng.below(10) {
             0 => rng.below(20),
             1 | 2 => 20 + rng.below(200),
@@ -386,6 +413,14 @@ fn crash_loop(variant: &str, extra_args: &[&str], target_acks: u64, budget: Dura
         println!("{variant}: SIGKILL #{kills} after {window_ms} ms; {acked} puts acknowledged");
         if kills >= MIN_KILLS && (acked >= target_acks || began.elapsed() > budget) {
             break;
+        }
+        if rng.below(4) == 0 {
+            let after = Duration::from_millis(rng.below(150));
+            crash_during_startup(&data, extra_args, after);
+            println!(
+                "{variant}: SIGKILL during start-up after {} ms",
+                after.as_millis()
+            );
         }
         store = start(&data, extra_args, seed);
         // Revision must never fall below an acknowledged one. Read the max *before* asking,

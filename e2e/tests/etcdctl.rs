@@ -53,14 +53,15 @@ impl Fixture {
     }
 
     /// The store's current revision: the header revision of a `get -w json`.
-    fn revision(&self) -> i64 {
+    fn revision(&self) -> i128 {
         let out = self.ok(&["get", "any-key-at-all", "-w", "json"]);
         json_int(&out, "\"revision\":").expect("header revision in get -w json")
     }
 }
 
 /// The first integer following `field` (e.g. `"revision":`) in etcdctl's compact JSON output.
-fn json_int(json: &str, field: &str) -> Option<i64> {
+/// `i128` holds both the `int64` revisions and the `uint64` member ids.
+fn json_int(json: &str, field: &str) -> Option<i128> {
     let start = json.find(field)? + field.len();
     let digits: String = json[start..]
         .chars()
@@ -86,6 +87,38 @@ fn lease_id(grant_output: &str) -> String {
         "lease id is not non-zero hex: {grant_output:?}"
     );
     words[1].to_owned()
+}
+
+/// Starts `etcdctl watch <args>` and forwards its stdout lines to the returned channel.
+fn spawn_watch(
+    endpoint: &str,
+    args: &[&str],
+) -> (
+    std::process::Child,
+    mpsc::Receiver<String>,
+    std::thread::JoinHandle<()>,
+) {
+    let mut watcher = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .arg("watch")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn etcdctl watch");
+    let stdout = watcher.stdout.take().expect("watch stdout");
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (watcher, rx, reader)
 }
 
 #[test]
@@ -255,25 +288,7 @@ fn watch_replays_history_then_shows_live_events() {
     f.ok(&["put", "unrelated", "u"]); // revision 4
     f.ok(&["del", "w"]); // revision 5
 
-    let mut watcher = Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints={}", f.store.endpoint))
-        .args(["watch", "--rev=3", "w"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn etcdctl watch");
-    let stdout = watcher.stdout.take().expect("watch stdout");
-    let (tx, rx) = mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut watcher, rx, reader) = spawn_watch(&f.store.endpoint, &["--rev=3", "w"]);
 
     let mut lines = Vec::new();
     let wait_for = |count: usize, what: &str, lines: &mut Vec<String>| {
@@ -324,7 +339,7 @@ fn lease_grant_attach_and_revoke_removes_the_key() {
     assert_eq!(f.ok(&["get", "leased"]), "leased\nv\n");
 
     let json = f.ok(&["get", "leased", "-w", "json"]);
-    let lease_dec = i64::from_str_radix(&id, 16).expect("hex id");
+    let lease_dec = i128::from(i64::from_str_radix(&id, 16).expect("hex id"));
     assert_eq!(
         json_int(&json, "\"lease\":"),
         Some(lease_dec),
@@ -494,4 +509,62 @@ fn member_list_shows_one_started_member_named_default() {
         "member id {} not in status: {status}",
         fields[0]
     );
+}
+
+#[test]
+fn watch_from_a_compacted_revision_is_canceled() {
+    let f = start();
+    f.ok(&["put", "k", "v1"]); // 2
+    f.ok(&["put", "k", "v2"]); // 3
+    f.ok(&["put", "k", "v3"]); // 4
+    f.ok(&["compaction", "4"]);
+
+    // etcdctl exits on its own when the server cancels the watch; a store that never answers
+    // would leave it hanging, so give it a deadline.
+    let mut watcher = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={}", f.store.endpoint))
+        .args(["watch", "--rev=2", "k"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn etcdctl watch");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while watcher.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            watcher.kill().expect("kill watcher");
+            let out = watcher.wait_with_output().expect("reap watcher");
+            panic!(
+                "watch from a compacted revision still running after 20 s; stdout: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = watcher.wait_with_output().expect("watch output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "watch must fail; stdout: {stdout}");
+    assert!(
+        stderr.contains(
+            "watch was canceled (etcdserver: mvcc: required revision has been compacted)"
+        ),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+
+    // Watching from the compaction revision itself works and replays it.
+    let (mut watcher, rx, reader) = spawn_watch(&f.store.endpoint, &["--rev=4", "k"]);
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while lines.len() < 3 {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => lines.push(line),
+            Err(_) => panic!("watch --rev=4 printed only {lines:?}"),
+        }
+    }
+    assert_eq!(lines, ["PUT", "k", "v3"]);
+    watcher.kill().expect("kill watcher");
+    watcher.wait().expect("reap watcher");
+    reader.join().expect("reader thread");
 }
