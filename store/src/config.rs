@@ -48,7 +48,7 @@ impl StoreConfig {
             listen_client_urls: vec!["http://127.0.0.1:2379".into()],
             advertise_client_urls: Vec::new(),
             initial_advertise_peer_urls: vec!["http://127.0.0.1:2380".into()],
-            snapshot_count: 10_000,
+            snapshot_count: 100_000,
             catch_up_entries: 5_000,
             max_request_bytes: 1_572_864,
             max_txn_ops: 128,

@@ -377,12 +377,18 @@ fn replay_segment(
 }
 
 /// Adds a replayed entry, applying Raft's overwrite rule and checking continuity.
+/// Entries are contiguous, so the overwritten suffix is found by index arithmetic.
 fn push_entry(entries: &mut Vec<Entry>, e: Entry, snapshot_index: u64) -> Result<(), String> {
     if e.index <= snapshot_index {
         return Ok(());
     }
-    if let Some(pos) = entries.iter().position(|x| x.index >= e.index) {
-        entries.truncate(pos);
+    if let Some(first) = entries.first().map(|f| f.index) {
+        if e.index < first {
+            entries.clear();
+        } else {
+            let keep = usize::try_from(e.index - first).unwrap_or(usize::MAX);
+            entries.truncate(keep);
+        }
     }
     let expected = entries.last().map_or(snapshot_index + 1, |l| l.index + 1);
     if e.index != expected {
