@@ -19,6 +19,45 @@ struct Cli {
 enum Command {
     /// Run one store member serving the etcd v3 gRPC API.
     Store(StoreArgs),
+    /// Run the control plane in one process: an embedded store member and the Kubernetes
+    /// API server over HTTPS; creates the PKI and an admin kubeconfig on first start.
+    Server(ServerArgs),
+    /// Write a kubeconfig for a user with a client certificate signed by the cluster CA.
+    Kubeconfig(KubeconfigArgs),
+}
+
+/// Flags of `capstan kubeconfig`.
+#[derive(clap::Args)]
+struct KubeconfigArgs {
+    /// The `capstan server` data directory holding the PKI.
+    #[arg(long, default_value = ".capstan")]
+    data_dir: PathBuf,
+    /// User name (the certificate's CN).
+    #[arg(long)]
+    user: String,
+    /// Groups (the certificate's O attributes); repeatable.
+    #[arg(long = "group")]
+    groups: Vec<String>,
+    /// API server URL written into the kubeconfig.
+    #[arg(long, default_value = "https://127.0.0.1:6443")]
+    server: String,
+    /// Where to write the kubeconfig.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// Flags of `capstan server`, named after kube-apiserver's.
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// Directory for the store, the PKI and the admin kubeconfig.
+    #[arg(long, default_value = ".capstan")]
+    data_dir: PathBuf,
+    /// Address to serve HTTPS on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind_address: std::net::IpAddr,
+    /// Port to serve HTTPS on.
+    #[arg(long, default_value_t = 6443)]
+    secure_port: u16,
 }
 
 /// Flags of `capstan store`, named after etcd's.
@@ -126,6 +165,43 @@ fn worker_threads() -> usize {
     cores.saturating_sub(1).max(1)
 }
 
+/// `capstan server`: PKI, embedded store member, API server.
+async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let server_url = format!("https://{}:{}", args.bind_address, args.secure_port);
+    let pki = certs::ensure_pki(
+        &args.data_dir,
+        &[args.bind_address.to_string()],
+        &server_url,
+    )
+    .with_context(|| format!("creating the PKI in {}", args.data_dir.display()))?;
+    let store_cfg = store::StoreConfig::new("default", args.data_dir.join("store"));
+    let (node, driver) = store::node::Node::start(&store_cfg)?;
+    let expiry = tokio::spawn(store::server::expire_leases(node.clone()));
+    let api_cfg = apiserver::ApiServerConfig {
+        bind_address: args.bind_address,
+        secure_port: args.secure_port,
+        tls_cert_file: pki.apiserver_cert.clone(),
+        tls_private_key_file: pki.apiserver_key.clone(),
+        client_ca_file: pki.ca_cert.clone(),
+    };
+    tracing::info!(kubeconfig = %pki.admin_kubeconfig.display(), "admin kubeconfig written");
+    let driver_died = async {
+        while !driver.is_finished() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let result = tokio::select! {
+        r = apiserver::run(api_cfg, node.clone(), shutdown_signal()) => r.map_err(anyhow::Error::from),
+        () = driver_died => Err(anyhow::anyhow!("the store stopped")),
+    };
+    expiry.abort();
+    node.stop();
+    let driver_result = tokio::task::spawn_blocking(move || driver.join()).await?;
+    result?;
+    driver_result.map_err(anyhow::Error::from)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -146,13 +222,27 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Store(args) => store::server::run(args.into_config(), shutdown_signal()).await,
+            Command::Store(args) => store::server::run(args.into_config(), shutdown_signal())
+                .await
+                .map_err(anyhow::Error::from),
+            Command::Server(args) => run_server(args).await,
+            Command::Kubeconfig(args) => {
+                let paths = certs::PkiPaths::new(&args.data_dir);
+                certs::write_user_kubeconfig(
+                    &paths,
+                    &args.user,
+                    &args.groups,
+                    &args.server,
+                    &args.out,
+                )
+                .map_err(anyhow::Error::from)
+            }
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }

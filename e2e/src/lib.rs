@@ -178,3 +178,140 @@ pub fn etcdctl(
         String::from_utf8_lossy(&out.stderr).into_owned(),
     ))
 }
+
+/// A running `capstan server` (embedded store + API server over HTTPS) with its data dir.
+pub struct ServerProcess {
+    child: Child,
+    /// `https://127.0.0.1:<port>`.
+    pub url: String,
+    /// The admin kubeconfig the server wrote.
+    pub kubeconfig: PathBuf,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// A fresh kubectl cache directory (so discovery is exercised every time).
+    pub cache_dir: PathBuf,
+    log_path: PathBuf,
+}
+
+impl ServerProcess {
+    /// Starts `capstan server` on a free port and waits until `/readyz` answers (20 s).
+    pub fn start(data_dir: &Path) -> Result<Self> {
+        let port = free_port();
+        std::fs::create_dir_all(data_dir)?;
+        let log_path = data_dir.with_extension("log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)?;
+        let child = Command::new(capstan_bin())
+            .arg("server")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--secure-port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("spawning {}", capstan_bin().display()))?;
+        let cache_dir = data_dir.with_extension("kubecache");
+        let mut p = ServerProcess {
+            child,
+            url: format!("https://127.0.0.1:{port}"),
+            kubeconfig: data_dir.join("admin.kubeconfig"),
+            data_dir: data_dir.to_path_buf(),
+            cache_dir,
+            log_path,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = p.child.try_wait()? {
+                bail!(
+                    "capstan server exited early with {status}; log: {}",
+                    p.log()
+                );
+            }
+            if p.kubeconfig.exists() {
+                let (ok, out, _) = p.kubectl(&["get", "--raw", "/readyz"])?;
+                if ok && out.trim() == "ok" {
+                    return Ok(p);
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("capstan server not ready after 20 s; log: {}", p.log());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Runs the stock `kubectl` with the admin kubeconfig and this server's cache dir;
+    /// returns (success, stdout, stderr).
+    pub fn kubectl(&self, args: &[&str]) -> Result<(bool, String, String)> {
+        self.kubectl_as(&self.kubeconfig, args, None)
+    }
+
+    /// Runs `kubectl` with another kubeconfig, optionally feeding stdin.
+    pub fn kubectl_as(
+        &self,
+        kubeconfig: &Path,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> Result<(bool, String, String)> {
+        use std::io::Write;
+        let mut child = Command::new("kubectl")
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--cache-dir={}", self.cache_dir.display()))
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("spawning kubectl")?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(input.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
+    /// Spawns `kubectl` with the admin kubeconfig and piped stdout (for `-w`).
+    pub fn kubectl_spawn(&self, args: &[&str]) -> Result<Child> {
+        Command::new("kubectl")
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--cache-dir={}", self.cache_dir.display()))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("spawning kubectl")
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Runs `capstan` with `args` (e.g. `kubeconfig --user alice`), returning (success, stdout, stderr).
+    pub fn capstan(&self, args: &[&str]) -> Result<(bool, String, String)> {
+        let out = Command::new(capstan_bin()).args(args).output()?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

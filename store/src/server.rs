@@ -119,7 +119,7 @@ pub async fn run(
 }
 
 /// On the leader, revokes leases whose TTL ran out (through Raft, like any write).
-async fn expire_leases(node: Node) {
+pub async fn expire_leases(node: Node) {
     let mut tick = tokio::time::interval(LEASE_CHECK);
     loop {
         tick.tick().await;

@@ -1,0 +1,307 @@
+//! [`ApiError`]: every failure the API server reports, and the one place that turns it into a
+//! `metav1.Status` response with upstream's code, reason and message.
+
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde_json::{Value, json};
+
+/// A resource named as Kubernetes names it in messages: `deployments.apps`, `pods`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GroupResource {
+    /// API group ("" for core).
+    pub group: String,
+    /// Plural resource name.
+    pub resource: String,
+}
+
+impl GroupResource {
+    /// A group and plural resource.
+    pub fn new(group: &str, resource: &str) -> Self {
+        GroupResource {
+            group: group.into(),
+            resource: resource.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for GroupResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}", self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+/// One field-level problem of an Invalid error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueNotSupported`, …
+    pub reason: &'static str,
+    /// Path such as `metadata.name`.
+    pub field: String,
+    /// Upstream-style text, e.g. `Invalid value: "A": a lowercase RFC 1123 subdomain …`.
+    pub message: String,
+}
+
+/// Everything that can go wrong serving a request.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    /// 400.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: no valid credentials.
+    #[error("Unauthorized")]
+    Unauthorized,
+    /// 403 with upstream's full message.
+    #[error("{message}")]
+    Forbidden {
+        /// The resource (empty for non-resource URLs).
+        resource: GroupResource,
+        /// The object name, if any.
+        name: String,
+        /// The complete message.
+        message: String,
+    },
+    /// 404.
+    #[error("{resource} \"{name}\" not found")]
+    NotFound {
+        /// The resource.
+        resource: GroupResource,
+        /// The object name.
+        name: String,
+    },
+    /// 404 for a path that names no resource.
+    #[error("the server could not find the requested resource")]
+    NoRoute,
+    /// 409: create of an existing object.
+    #[error("{resource} \"{name}\" already exists")]
+    AlreadyExists {
+        /// The resource.
+        resource: GroupResource,
+        /// The object name.
+        name: String,
+    },
+    /// 409: stale resourceVersion (or other precondition).
+    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {detail}")]
+    Conflict {
+        /// The resource.
+        resource: GroupResource,
+        /// The object name.
+        name: String,
+        /// Why, e.g. "the object has been modified; please apply your changes to the latest version and try again".
+        detail: String,
+    },
+    /// 410: the resourceVersion or continue token is too old.
+    #[error("{0}")]
+    Gone(String),
+    /// 422 with field causes.
+    #[error("{kind} \"{name}\" is invalid: {}", summarize(.causes))]
+    Invalid {
+        /// API group of the kind.
+        group: String,
+        /// The kind, e.g. `ConfigMap`.
+        kind: String,
+        /// The object name.
+        name: String,
+        /// The problems.
+        causes: Vec<FieldError>,
+    },
+    /// 405.
+    #[error("the server does not allow this method on the requested resource")]
+    MethodNotAllowed,
+    /// 406.
+    #[error("{0}")]
+    NotAcceptable(String),
+    /// 413.
+    #[error("the request body is too large (limit {0} bytes)")]
+    TooLarge(usize),
+    /// 415.
+    #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
+    UnsupportedMediaType(String),
+    /// 429 with Retry-After.
+    #[error("too many requests, please try again later")]
+    TooManyRequests,
+    /// 500, logged.
+    #[error("{0}")]
+    Internal(String),
+    /// 503 (e.g. the store has no leader).
+    #[error("{0}")]
+    ServiceUnavailable(String),
+    /// 504.
+    #[error("{0}")]
+    Timeout(String),
+}
+
+fn summarize(causes: &[FieldError]) -> String {
+    let parts: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    if parts.len() == 1 {
+        parts[0].clone()
+    } else {
+        format!("[{}]", parts.join(", "))
+    }
+}
+
+impl ApiError {
+    /// The HTTP status code.
+    pub fn code(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::NotFound { .. } | ApiError::NoRoute => StatusCode::NOT_FOUND,
+            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::Gone(_) => StatusCode::GONE,
+            ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    /// The `Status.reason`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Unauthorized => "Unauthorized",
+            ApiError::Forbidden { .. } => "Forbidden",
+            ApiError::NotFound { .. } | ApiError::NoRoute => "NotFound",
+            ApiError::AlreadyExists { .. } => "AlreadyExists",
+            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Gone(_) => "Expired",
+            ApiError::Invalid { .. } => "Invalid",
+            ApiError::MethodNotAllowed => "MethodNotAllowed",
+            ApiError::NotAcceptable(_) => "NotAcceptable",
+            ApiError::TooLarge(_) => "RequestEntityTooLarge",
+            ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::TooManyRequests => "TooManyRequests",
+            ApiError::Internal(_) => "InternalError",
+            ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
+            ApiError::Timeout(_) => "Timeout",
+        }
+    }
+
+    /// The `metav1.Status` object for this error.
+    pub fn status(&self) -> Value {
+        let details = match self {
+            ApiError::NotFound { resource, name }
+            | ApiError::AlreadyExists { resource, name }
+            | ApiError::Conflict { resource, name, .. }
+            | ApiError::Forbidden { resource, name, .. } => {
+                let mut d = json!({ "kind": resource.resource });
+                if !name.is_empty() {
+                    d["name"] = json!(name);
+                }
+                if !resource.group.is_empty() {
+                    d["group"] = json!(resource.group);
+                }
+                Some(d)
+            }
+            ApiError::Invalid {
+                group,
+                kind,
+                name,
+                causes,
+            } => {
+                let causes: Vec<Value> = causes
+                    .iter()
+                    .map(|c| json!({ "reason": c.reason, "message": c.message, "field": c.field }))
+                    .collect();
+                let mut d = json!({ "name": name, "kind": kind, "causes": causes });
+                if !group.is_empty() {
+                    d["group"] = json!(group);
+                }
+                Some(d)
+            }
+            ApiError::TooManyRequests => Some(json!({ "retryAfterSeconds": 1 })),
+            _ => None,
+        };
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": self.reason(),
+            "code": self.code().as_u16(),
+        });
+        if let Some(d) = details {
+            status["details"] = d;
+        }
+        status
+    }
+}
+
+impl From<store::StoreError> for ApiError {
+    fn from(err: store::StoreError) -> Self {
+        use store::StoreError as E;
+        match err {
+            E::Compacted => ApiError::Gone("too old resource version".into()),
+            E::NoLeader | E::Stopped => ApiError::ServiceUnavailable(err.to_string()),
+            E::Timeout => ApiError::Timeout(err.to_string()),
+            E::RequestTooLarge => ApiError::TooLarge(1_572_864),
+            other => {
+                tracing::error!(err = %other, "storage error");
+                ApiError::Internal(format!("storage error: {other}"))
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if matches!(self, ApiError::Internal(_)) {
+            tracing::error!(err = %self, "internal error");
+        }
+        let mut resp = (self.code(), axum::Json(self.status())).into_response();
+        if matches!(self, ApiError::TooManyRequests) {
+            resp.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+        }
+        resp
+    }
+}
+
+/// Result with [`ApiError`].
+pub type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_reads_like_upstream() {
+        let e = ApiError::NotFound {
+            resource: GroupResource::new("apps", "deployments"),
+            name: "x".into(),
+        };
+        assert_eq!(e.to_string(), "deployments.apps \"x\" not found");
+        let s = e.status();
+        assert_eq!(s["code"], 404);
+        assert_eq!(s["details"]["kind"], "deployments");
+        assert_eq!(s["details"]["group"], "apps");
+    }
+
+    #[test]
+    fn conflict_message_carries_the_upstream_sentence() {
+        let e = ApiError::Conflict {
+            resource: GroupResource::new("", "configmaps"),
+            name: "c".into(),
+            detail: "the object has been modified; please apply your changes to the latest version and try again".into(),
+        };
+        assert!(e.to_string().starts_with(
+            "Operation cannot be fulfilled on configmaps \"c\": the object has been modified"
+        ));
+    }
+}

@@ -1,0 +1,876 @@
+//! Resource handlers: one generic code path for every resource in the registry.
+//!
+//! `dispatch` reads the [`RequestInfo`] parsed by the pipeline, finds the resource, and runs
+//! the verb: decode → prepare (server-owned metadata) → validate → storage → encode.
+
+mod object;
+mod watch;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use http::{HeaderMap, Method, StatusCode};
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, GroupResource, Result};
+use crate::registry::catalog::ResourceInfo;
+use crate::registry::{self, Registry};
+use crate::request_info::RequestInfo;
+use crate::storage::{self, Storage};
+
+/// Largest accepted request body (upstream's 3 MiB limit).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+/// Attempts of an unconditional update (patch without resourceVersion) under contention.
+const PATCH_RETRIES: usize = 5;
+/// The message upstream gives with a 410 for an expired continue token.
+const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+const MODIFIED: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+/// What the handlers share.
+pub struct Ctx {
+    /// The served resources.
+    pub registry: Registry,
+    /// The store.
+    pub storage: Storage,
+    /// `host:port` clients reach this server at (for `/api`'s serverAddressByClientCIDRs).
+    pub address: String,
+}
+
+type Query = HashMap<String, String>;
+
+fn parse_query(q: Option<&str>) -> Query {
+    let mut out = HashMap::new();
+    for pair in q.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        out.insert(decode_component(k), decode_component(v));
+    }
+    out
+}
+
+fn decode_component(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn dry_run(q: &Query) -> bool {
+    q.get("dryRun").is_some_and(|v| v == "All")
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response {
+    (code, axum::Json(value)).into_response()
+}
+
+fn object_response(code: StatusCode, obj: Map<String, Value>) -> Response {
+    json_response(code, &Value::Object(obj))
+}
+
+/// Entry point for `/api/...` and `/apis/...` resource requests.
+pub async fn dispatch(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
+    match serve(&ctx, req).await {
+        Ok(resp) => resp,
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
+    let info = req
+        .extensions()
+        .get::<RequestInfo>()
+        .cloned()
+        .unwrap_or_else(|| RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()));
+    if !info.is_resource {
+        return crate::discovery::serve_group_version(ctx, &info);
+    }
+    let r = ctx
+        .registry
+        .find(&info.group, &info.version, &info.resource)
+        .ok_or(ApiError::NoRoute)?;
+    let query = parse_query(req.uri().query());
+    let (parts, body) = req.into_parts();
+    let body = match parts.method {
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE => read_body(body).await?,
+        _ => Vec::new(),
+    };
+    let namespace = if r.namespaced {
+        info.namespace.as_str()
+    } else {
+        ""
+    };
+    if r.namespaced && namespace.is_empty() && !info.name.is_empty() {
+        return Err(ApiError::NoRoute);
+    }
+    match (info.subresource.as_str(), info.verb.as_str()) {
+        ("", "get") => get(ctx, r, namespace, &info.name).await,
+        ("", "list") => list(ctx, r, namespace, &query).await,
+        ("", "watch") => watch::watch(ctx, r, namespace, &info.name, &query),
+        ("", "create") => create(ctx, r, namespace, &parts.headers, &body, &query).await,
+        ("", "update") => {
+            update(
+                ctx,
+                r,
+                namespace,
+                &info.name,
+                &parts.headers,
+                &body,
+                &query,
+                false,
+            )
+            .await
+        }
+        ("", "patch") => {
+            patch(
+                ctx,
+                r,
+                namespace,
+                &info.name,
+                &parts.headers,
+                &body,
+                &query,
+                false,
+            )
+            .await
+        }
+        ("", "delete") => delete(ctx, r, namespace, &info.name, &body, &query).await,
+        ("", "deletecollection") => delete_collection(ctx, r, namespace, &query).await,
+        ("status", "get") if has_status(r) => get(ctx, r, namespace, &info.name).await,
+        ("status", "update") if has_status(r) => {
+            update(
+                ctx,
+                r,
+                namespace,
+                &info.name,
+                &parts.headers,
+                &body,
+                &query,
+                true,
+            )
+            .await
+        }
+        ("status", "patch") if has_status(r) => {
+            patch(
+                ctx,
+                r,
+                namespace,
+                &info.name,
+                &parts.headers,
+                &body,
+                &query,
+                true,
+            )
+            .await
+        }
+        ("", _) => Err(ApiError::MethodNotAllowed),
+        _ => Err(ApiError::NoRoute),
+    }
+}
+
+fn has_status(r: &ResourceInfo) -> bool {
+    r.subresources.iter().any(|s| s.name == "status")
+}
+
+async fn read_body(body: Body) -> Result<Vec<u8>> {
+    let bytes = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| ApiError::TooLarge(MAX_BODY))?;
+    Ok(bytes.to_vec())
+}
+
+async fn load(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+) -> Result<(Map<String, Value>, i64)> {
+    let key = registry::key(r, namespace, name);
+    match ctx.storage.get(&key).await.map_err(storage_error)? {
+        Some(stored) => Ok((
+            object::from_stored(&stored.value, stored.revision)?,
+            stored.revision,
+        )),
+        None => Err(ApiError::NotFound {
+            resource: object::group_resource(r),
+            name: name.into(),
+        }),
+    }
+}
+
+fn storage_error(e: storage::Error) -> ApiError {
+    match e {
+        storage::Error::Store(s) => s.into(),
+        other => ApiError::Internal(other.to_string()),
+    }
+}
+
+async fn get(ctx: &Ctx, r: &ResourceInfo, namespace: &str, name: &str) -> Result<Response> {
+    let (obj, _) = load(ctx, r, namespace, name).await?;
+    Ok(object_response(StatusCode::OK, obj))
+}
+
+/// A continue token: the revision of the first page and the last key returned.
+fn encode_continue(revision: i64, last_key: &str) -> String {
+    let token = json!({ "rv": revision, "start": last_key });
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
+}
+
+fn decode_continue(token: &str) -> Result<(i64, String)> {
+    let bad = || ApiError::BadRequest(format!("invalid continue token: {token}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    let rv = v.get("rv").and_then(Value::as_i64).ok_or_else(bad)?;
+    let start = v.get("start").and_then(Value::as_str).ok_or_else(bad)?;
+    Ok((rv, start.to_owned()))
+}
+
+/// Field selectors every resource supports, plus per-kind ones from upstream.
+fn selectable_fields(r: &ResourceInfo) -> Vec<&'static str> {
+    let mut f = vec!["metadata.name", "metadata.namespace"];
+    match (r.group, r.plural) {
+        ("", "pods") => f.extend([
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ]),
+        ("", "events") => f.extend([
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ]),
+        ("", "secrets") => f.push("type"),
+        ("", "nodes") => f.push("spec.unschedulable"),
+        ("", "namespaces") => f.push("status.phase"),
+        ("", "replicationcontrollers") => f.push("status.replicas"),
+        ("apps", "replicasets") => f.push("status.replicas"),
+        ("batch", "jobs") => f.push("status.successful"),
+        ("certificates.k8s.io", "certificatesigningrequests") => f.push("spec.signerName"),
+        _ => {}
+    }
+    f
+}
+
+/// Selectors of a list or watch request.
+pub(crate) struct Filter {
+    labels: crate::selector::LabelSelector,
+    fields: crate::selector::FieldSelector,
+}
+
+impl Filter {
+    pub(crate) fn from_query(r: &ResourceInfo, q: &Query) -> Result<Filter> {
+        let labels = crate::selector::LabelSelector::parse(
+            q.get("labelSelector").map_or("", String::as_str),
+        )?;
+        let fields = crate::selector::FieldSelector::parse(
+            q.get("fieldSelector").map_or("", String::as_str),
+            &selectable_fields(r),
+        )?;
+        Ok(Filter { labels, fields })
+    }
+
+    pub(crate) fn matches(&self, obj: &Map<String, Value>) -> bool {
+        let labels = obj
+            .get("metadata")
+            .and_then(|m| m.get("labels"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let value = Value::Object(obj.clone());
+        self.labels.matches(&labels) && self.fields.matches(&value)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.labels == crate::selector::LabelSelector::default()
+            && self.fields == crate::selector::FieldSelector::default()
+    }
+}
+
+async fn list(ctx: &Ctx, r: &ResourceInfo, namespace: &str, q: &Query) -> Result<Response> {
+    let filter = Filter::from_query(r, q)?;
+    let limit: i64 = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
+    let rv = q.get("resourceVersion").map(String::as_str).unwrap_or("");
+    let rv_match = q
+        .get("resourceVersionMatch")
+        .map(String::as_str)
+        .unwrap_or("");
+    let prefix = registry::prefix(r, namespace);
+    let (mut revision, mut start) = (0i64, None::<String>);
+    if let Some(token) = q.get("continue").filter(|t| !t.is_empty()) {
+        if !rv.is_empty() && rv != "0" {
+            return Err(ApiError::BadRequest(
+                "specifying resource version is not allowed when using continue".into(),
+            ));
+        }
+        let (rev, key) = decode_continue(token)?;
+        revision = rev;
+        start = Some(format!("{key}\u{0}"));
+    } else if !rv.is_empty() && rv != "0" {
+        let wanted = object::parse_rv(rv)?;
+        if rv_match == "Exact" || (rv_match.is_empty() && limit > 0) {
+            revision = wanted;
+        }
+    } else if !rv_match.is_empty() && rv.is_empty() {
+        return Err(ApiError::BadRequest(
+            "resourceVersionMatch is forbidden unless resourceVersion is provided".into(),
+        ));
+    }
+    let mut items = Vec::new();
+    let mut last_key = None;
+    let mut more = false;
+    let mut remaining = 0;
+    loop {
+        let page = match ctx
+            .storage
+            .list(&prefix, start.as_deref(), revision, limit.max(0))
+            .await
+        {
+            Ok(p) => p,
+            Err(storage::Error::Store(store::StoreError::Compacted))
+                if q.contains_key("continue") =>
+            {
+                return Err(ApiError::Gone(EXPIRED_CONTINUE.into()));
+            }
+            Err(storage::Error::Store(store::StoreError::Compacted)) => {
+                return Err(ApiError::Gone(format!("too old resource version: {rv}")));
+            }
+            Err(storage::Error::Store(store::StoreError::FutureRevision)) => {
+                return Err(ApiError::Timeout(format!(
+                    "Too large resource version: {rv}, current: {}",
+                    ctx.storage.current_revision()
+                )));
+            }
+            Err(e) => return Err(storage_error(e)),
+        };
+        // Every page of one list reads the same snapshot.
+        revision = page.revision;
+        let fetched = page.items.len();
+        let mut consumed = 0;
+        for (key, stored) in page.items {
+            consumed += 1;
+            let obj = object::from_stored(&stored.value, stored.revision)?;
+            last_key = Some(key);
+            if filter.matches(&obj) {
+                items.push(Value::Object(obj));
+                if limit > 0 && items.len() as i64 >= limit {
+                    break;
+                }
+            }
+        }
+        let left = (fetched - consumed) as i64 + page.remaining.max(0);
+        if limit > 0 && items.len() as i64 >= limit {
+            more = left > 0;
+            remaining = left;
+            break;
+        }
+        if left <= 0 || fetched == 0 {
+            break;
+        }
+        start = last_key.as_ref().map(|k| format!("{k}\u{0}"));
+    }
+    let mut metadata = json!({ "resourceVersion": revision.to_string() });
+    if let Some(k) = last_key.as_ref().filter(|_| more) {
+        metadata["continue"] = json!(encode_continue(revision, k));
+        if filter.is_empty() && remaining > 0 {
+            metadata["remainingItemCount"] = json!(remaining);
+        }
+    }
+    let list = json!({
+        "kind": format!("{}List", r.kind),
+        "apiVersion": registry::api_version(r),
+        "metadata": metadata,
+        "items": items,
+    });
+    Ok(json_response(StatusCode::OK, &list))
+}
+
+/// Checks that the namespace of a new object exists and is not terminating.
+async fn check_namespace(ctx: &Ctx, namespace: &str) -> Result<()> {
+    let Some(ns) = ctx.registry.find("", "v1", "namespaces") else {
+        return Ok(());
+    };
+    let (obj, _) = load(ctx, ns, "", namespace).await?;
+    if obj
+        .get("status")
+        .and_then(|s| s.get("phase"))
+        .and_then(Value::as_str)
+        == Some("Terminating")
+    {
+        return Err(ApiError::Forbidden {
+            resource: GroupResource::default(),
+            name: String::new(),
+            message: format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ),
+        });
+    }
+    Ok(())
+}
+
+async fn create(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    q: &Query,
+) -> Result<Response> {
+    let mut obj = object::decode(headers, body)?;
+    object::check_type(&mut obj, r)?;
+    let body_ns = object::meta_str(&obj, "namespace").to_owned();
+    if r.namespaced {
+        if !body_ns.is_empty() && body_ns != namespace {
+            return Err(ApiError::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request".into(),
+            ));
+        }
+        if let Some(m) = object::meta(&mut obj) {
+            m.insert("namespace".into(), json!(namespace));
+        }
+    } else if let Some(m) = object::meta(&mut obj) {
+        m.remove("namespace");
+    }
+    if object::meta_str(&obj, "name").is_empty() {
+        let generate = object::meta_str(&obj, "generateName").to_owned();
+        if !generate.is_empty() {
+            let name = format!("{generate}{}", object::name_suffix());
+            if let Some(m) = object::meta(&mut obj) {
+                m.insert("name".into(), json!(name));
+            }
+        }
+    }
+    object::prepare_for_create(r, &mut obj);
+    object::validate(r, &obj)?;
+    if r.namespaced {
+        check_namespace(ctx, namespace).await?;
+    }
+    let name = object::meta_str(&obj, "name").to_owned();
+    if dry_run(q) {
+        return Ok(object_response(StatusCode::CREATED, obj));
+    }
+    let key = registry::key(r, namespace, &name);
+    let rev = match ctx.storage.create(&key, object::encode(&obj)?).await {
+        Ok(rev) => rev,
+        Err(storage::Error::AlreadyExists) => {
+            return Err(ApiError::AlreadyExists {
+                resource: object::group_resource(r),
+                name,
+            });
+        }
+        Err(e) => return Err(storage_error(e)),
+    };
+    if let Some(m) = object::meta(&mut obj) {
+        m.insert("resourceVersion".into(), json!(rev.to_string()));
+    }
+    Ok(object_response(StatusCode::CREATED, obj))
+}
+
+/// Stores `new` over the object last read at `expected`, applying update rules.
+#[allow(clippy::too_many_arguments)]
+async fn store_update(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    mut new: Map<String, Value>,
+    old: &Map<String, Value>,
+    expected: i64,
+    status_only: bool,
+    q: &Query,
+) -> Result<Map<String, Value>> {
+    object::check_type(&mut new, r)?;
+    if object::meta_str(&new, "name") != name {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            object::meta_str(&new, "name")
+        )));
+    }
+    if let Some(m) = object::meta(&mut new).filter(|_| r.namespaced) {
+        m.insert("namespace".into(), json!(namespace));
+    }
+    if status_only {
+        // The status subresource changes status only.
+        let status = new.remove("status");
+        new = old.clone();
+        match status {
+            Some(s) => {
+                new.insert("status".into(), s);
+            }
+            None => {
+                new.remove("status");
+            }
+        }
+        if let Some(m) = object::meta(&mut new) {
+            m.remove("resourceVersion");
+        }
+    } else {
+        object::prepare_for_update(r, &mut new, old);
+    }
+    object::validate(r, &new)?;
+    if dry_run(q) {
+        if let Some(m) = object::meta(&mut new) {
+            m.insert("resourceVersion".into(), json!(expected.to_string()));
+        }
+        return Ok(new);
+    }
+    // An object being deleted whose last finalizer is removed goes away now.
+    let finalizers_empty = new
+        .get("metadata")
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty);
+    let deleting = !object::meta_str(&new, "deletionTimestamp").is_empty();
+    let key = registry::key(r, namespace, name);
+    if deleting && finalizers_empty && !status_only {
+        let rev = ctx
+            .storage
+            .delete(&key, expected)
+            .await
+            .map_err(|e| conflict_or(e, r, name))?;
+        if let Some(m) = object::meta(&mut new) {
+            m.insert("resourceVersion".into(), json!(rev.to_string()));
+        }
+        return Ok(new);
+    }
+    let rev = ctx
+        .storage
+        .update(&key, object::encode(&new)?, expected)
+        .await
+        .map_err(|e| conflict_or(e, r, name))?;
+    if let Some(m) = object::meta(&mut new) {
+        m.insert("resourceVersion".into(), json!(rev.to_string()));
+    }
+    Ok(new)
+}
+
+fn conflict_or(e: storage::Error, r: &ResourceInfo, name: &str) -> ApiError {
+    match e {
+        storage::Error::Conflict => ApiError::Conflict {
+            resource: object::group_resource(r),
+            name: name.into(),
+            detail: MODIFIED.into(),
+        },
+        storage::Error::NotFound => ApiError::NotFound {
+            resource: object::group_resource(r),
+            name: name.into(),
+        },
+        other => storage_error(other),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn update(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    q: &Query,
+    status_only: bool,
+) -> Result<Response> {
+    let new = object::decode(headers, body)?;
+    let (old, current) = load(ctx, r, namespace, name).await?;
+    let wanted = object::meta_str(&new, "resourceVersion");
+    let expected = if wanted.is_empty() {
+        current
+    } else {
+        object::parse_rv(wanted)?
+    };
+    if expected != current {
+        return Err(ApiError::Conflict {
+            resource: object::group_resource(r),
+            name: name.into(),
+            detail: MODIFIED.into(),
+        });
+    }
+    let stored = store_update(ctx, r, namespace, name, new, &old, expected, status_only, q).await?;
+    Ok(object_response(StatusCode::OK, stored))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn patch(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    q: &Query,
+    status_only: bool,
+) -> Result<Response> {
+    let ctype = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    let patch: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
+    for _ in 0..PATCH_RETRIES {
+        let (old, current) = load(ctx, r, namespace, name).await?;
+        let mut doc = Value::Object(old.clone());
+        match ctype.as_str() {
+            "application/merge-patch+json" => json_patch::merge(&mut doc, &patch),
+            "application/json-patch+json" => {
+                let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+                    .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
+                json_patch::patch(&mut doc, &ops).map_err(|e| ApiError::Invalid {
+                    group: r.group.into(),
+                    kind: r.kind.into(),
+                    name: name.into(),
+                    causes: vec![crate::error::FieldError {
+                        reason: "FieldValueInvalid",
+                        field: String::new(),
+                        message: format!(
+                            "the server rejected our request due to an error in our request: {e}"
+                        ),
+                    }],
+                })?;
+            }
+            _ => {
+                return Err(ApiError::UnsupportedMediaType(
+                    "application/json-patch+json, application/merge-patch+json".into(),
+                ));
+            }
+        }
+        let Value::Object(new) = doc else {
+            return Err(ApiError::BadRequest(
+                "the patch did not produce an object".into(),
+            ));
+        };
+        let wanted = object::meta_str(&new, "resourceVersion").to_owned();
+        let conditional = !wanted.is_empty() && wanted != current.to_string();
+        if conditional {
+            return Err(ApiError::Conflict {
+                resource: object::group_resource(r),
+                name: name.into(),
+                detail: MODIFIED.into(),
+            });
+        }
+        match store_update(ctx, r, namespace, name, new, &old, current, status_only, q).await {
+            Err(ApiError::Conflict { .. }) => continue,
+            Ok(stored) => return Ok(object_response(StatusCode::OK, stored)),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ApiError::Conflict {
+        resource: object::group_resource(r),
+        name: name.into(),
+        detail: MODIFIED.into(),
+    })
+}
+
+/// DELETE: immediate removal, or — when the object has finalizers — marking it with a
+/// deletionTimestamp so the finalizers' owners can finish first (namespaces too: the
+/// namespace controller removes their `kubernetes` finalizer).
+async fn delete(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    body: &[u8],
+    q: &Query,
+) -> Result<Response> {
+    let opts: Value = if body.is_empty() {
+        json!({})
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::BadRequest(format!("error decoding DeleteOptions: {e}")))?
+    };
+    let (mut obj, current) = load(ctx, r, namespace, name).await?;
+    if let Some(pre) = opts.get("preconditions") {
+        let uid_ok = pre
+            .get("uid")
+            .and_then(Value::as_str)
+            .is_none_or(|u| u == object::meta_str(&obj, "uid"));
+        let rv_ok = pre
+            .get("resourceVersion")
+            .and_then(Value::as_str)
+            .is_none_or(|v| v == current.to_string());
+        if !uid_ok || !rv_ok {
+            let detail = if uid_ok {
+                format!(
+                    "the ResourceVersion in the precondition ({}) does not match the ResourceVersion in record ({current}). The object might have been modified",
+                    pre.get("resourceVersion")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                )
+            } else {
+                format!(
+                    "the UID in the precondition ({}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                    pre.get("uid").and_then(Value::as_str).unwrap_or(""),
+                    object::meta_str(&obj, "uid")
+                )
+            };
+            return Err(ApiError::Conflict {
+                resource: object::group_resource(r),
+                name: name.into(),
+                detail,
+            });
+        }
+    }
+    let has_finalizers = obj
+        .get("metadata")
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
+        || (r.plural == "namespaces"
+            && obj
+                .get("spec")
+                .and_then(|s| s.get("finalizers"))
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty()));
+    let key = registry::key(r, namespace, name);
+    if has_finalizers {
+        if object::meta_str(&obj, "deletionTimestamp").is_empty() {
+            if let Some(m) = object::meta(&mut obj) {
+                m.insert("deletionTimestamp".into(), json!(object::now()));
+                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                m.remove("resourceVersion");
+            }
+            if r.plural == "namespaces" {
+                obj.insert("status".into(), json!({ "phase": "Terminating" }));
+            }
+            if !dry_run(q) {
+                let rev = ctx
+                    .storage
+                    .update(&key, object::encode(&obj)?, current)
+                    .await
+                    .map_err(|e| conflict_or(e, r, name))?;
+                if let Some(m) = object::meta(&mut obj) {
+                    m.insert("resourceVersion".into(), json!(rev.to_string()));
+                }
+            }
+        }
+        return Ok(object_response(StatusCode::OK, obj));
+    }
+    if !dry_run(q) {
+        ctx.storage
+            .delete(&key, current)
+            .await
+            .map_err(|e| conflict_or(e, r, name))?;
+    }
+    Ok(object_response(StatusCode::OK, obj))
+}
+
+async fn delete_collection(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    q: &Query,
+) -> Result<Response> {
+    let filter = Filter::from_query(r, q)?;
+    let prefix = registry::prefix(r, namespace);
+    let page = ctx
+        .storage
+        .list(&prefix, None, 0, 0)
+        .await
+        .map_err(storage_error)?;
+    let mut deleted = Vec::new();
+    for (key, stored) in page.items {
+        let obj = object::from_stored(&stored.value, stored.revision)?;
+        if !filter.matches(&obj) {
+            continue;
+        }
+        let name = object::meta_str(&obj, "name").to_owned();
+        let ns = object::meta_str(&obj, "namespace").to_owned();
+        match delete(ctx, r, &ns, &name, &[], q).await {
+            Ok(_) | Err(ApiError::NotFound { .. }) => deleted.push(Value::Object(obj)),
+            Err(e) => return Err(e),
+        }
+        let _ = key;
+    }
+    let list = json!({
+        "kind": format!("{}List", r.kind),
+        "apiVersion": registry::api_version(r),
+        "metadata": { "resourceVersion": ctx.storage.current_revision().to_string() },
+        "items": deleted,
+    });
+    Ok(json_response(StatusCode::OK, &list))
+}
+
+/// Creates the namespaces every cluster starts with, if missing.
+pub async fn bootstrap(ctx: &Ctx) -> Result<()> {
+    let Some(ns) = ctx.registry.find("", "v1", "namespaces") else {
+        return Ok(());
+    };
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let mut obj = Map::new();
+        obj.insert("apiVersion".into(), json!("v1"));
+        obj.insert("kind".into(), json!("Namespace"));
+        obj.insert(
+            "metadata".into(),
+            json!({ "name": name, "labels": { "kubernetes.io/metadata.name": name } }),
+        );
+        object::prepare_for_create(ns, &mut obj);
+        match ctx
+            .storage
+            .create(&registry::key(ns, "", name), object::encode(&obj)?)
+            .await
+        {
+            Ok(_) | Err(storage::Error::AlreadyExists) => {}
+            Err(e) => return Err(storage_error(e)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_components_are_percent_decoded() {
+        let q = parse_query(Some("labelSelector=app%3Dweb%2Ctier+in+(a)&limit=5"));
+        assert_eq!(q["labelSelector"], "app=web,tier in (a)");
+        assert_eq!(q["limit"], "5");
+    }
+
+    #[test]
+    fn continue_tokens_round_trip() {
+        let t = encode_continue(42, "/registry/core/pods/default/a");
+        assert_eq!(
+            decode_continue(&t).unwrap(),
+            (42, "/registry/core/pods/default/a".into())
+        );
+        assert!(decode_continue("!!").is_err());
+    }
+}

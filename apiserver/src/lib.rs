@@ -1,0 +1,51 @@
+//! Capstan's Kubernetes API server: the Kubernetes REST API over the store.
+//!
+//! Request flow: TLS (`server`) → request info → authentication → authorization
+//! (`pipeline`, tower layers) → the generic resource handlers (`handlers`: decode, server-owned
+//! metadata, validation) → `storage` → the store. Discovery documents come from the
+//! `registry`, which lists every built-in resource served.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+pub mod discovery;
+pub mod error;
+pub mod handlers;
+pub mod pipeline;
+pub mod registry;
+pub mod request_info;
+pub mod selector;
+pub mod server;
+pub mod storage;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use server::ApiServerConfig;
+
+/// Serves the API over the embedded store member `node` until `shutdown` completes.
+///
+/// Before serving, the namespaces every cluster starts with are created (waiting for the
+/// store to elect itself leader if it has just started).
+pub async fn run(
+    cfg: ApiServerConfig,
+    node: store::node::Node,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), server::Error> {
+    let ctx = Arc::new(handlers::Ctx {
+        registry: registry::Registry::builtin(),
+        storage: storage::Storage::new(node),
+        address: format!("{}:{}", cfg.bind_address, cfg.secure_port),
+    });
+    for attempt in 0..50 {
+        match handlers::bootstrap(&ctx).await {
+            Ok(()) => break,
+            Err(err) => {
+                tracing::warn!(%err, attempt, "creating default namespaces; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    server::serve(&cfg, ctx, shutdown).await
+}

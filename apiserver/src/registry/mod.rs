@@ -1,0 +1,120 @@
+//! The registry: which resources this server serves, and how an object of each is keyed.
+//!
+//! One generic code path serves every resource (`crate::handlers`); a resource is only a
+//! [`catalog::ResourceInfo`] row. Today every stored built-in kind is served at its
+//! preferred version (one stored version per resource, so no conversion is needed yet).
+
+pub mod catalog;
+
+use std::collections::HashMap;
+
+use catalog::{KindClass, ResourceInfo};
+
+/// Subresources the generic handlers implement; discovery lists only these.
+pub const SERVED_SUBRESOURCES: &[&str] = &["status"];
+
+/// The resources being served.
+#[derive(Debug)]
+pub struct Registry {
+    served: Vec<&'static ResourceInfo>,
+    by_path: HashMap<(String, String, String), &'static ResourceInfo>,
+}
+
+impl Registry {
+    /// Every stored built-in resource, at its preferred (first-listed) version.
+    pub fn builtin() -> Self {
+        let mut served: Vec<&'static ResourceInfo> = Vec::new();
+        for r in catalog::BUILTIN {
+            if !matches!(r.kind_class, KindClass::Stored) {
+                continue;
+            }
+            if served
+                .iter()
+                .any(|s| s.group == r.group && s.plural == r.plural)
+            {
+                continue; // a later (non-preferred) version of a resource already served
+            }
+            served.push(r);
+        }
+        let by_path = served
+            .iter()
+            .map(|r| {
+                (
+                    (
+                        r.group.to_owned(),
+                        r.version.to_owned(),
+                        r.plural.to_owned(),
+                    ),
+                    *r,
+                )
+            })
+            .collect();
+        Registry { served, by_path }
+    }
+
+    /// The resource served at `group`/`version`/`plural`.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
+        self.by_path
+            .get(&(group.to_owned(), version.to_owned(), plural.to_owned()))
+            .copied()
+    }
+
+    /// Served resources in discovery order.
+    pub fn resources(&self) -> &[&'static ResourceInfo] {
+        &self.served
+    }
+
+    /// Served groups with their versions, in discovery order (core group is "").
+    pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+        for r in &self.served {
+            match out.iter_mut().find(|(g, _)| *g == r.group) {
+                Some((_, versions)) => {
+                    if !versions.contains(&r.version) {
+                        versions.push(r.version);
+                    }
+                }
+                None => out.push((r.group, vec![r.version])),
+            }
+        }
+        out
+    }
+
+    /// Served resources of one group version.
+    pub fn in_version(&self, group: &str, version: &str) -> Vec<&'static ResourceInfo> {
+        self.served
+            .iter()
+            .filter(|r| r.group == group && r.version == version)
+            .copied()
+            .collect()
+    }
+}
+
+/// The storage key of an object: `/registry/<group|core>/<plural>/[<namespace>/]<name>`.
+pub fn key(r: &ResourceInfo, namespace: &str, name: &str) -> String {
+    let group = if r.group.is_empty() { "core" } else { r.group };
+    if r.namespaced {
+        format!("/registry/{group}/{}/{namespace}/{name}", r.plural)
+    } else {
+        format!("/registry/{group}/{}/{name}", r.plural)
+    }
+}
+
+/// The key prefix of a collection (all namespaces when `namespace` is empty).
+pub fn prefix(r: &ResourceInfo, namespace: &str) -> String {
+    let group = if r.group.is_empty() { "core" } else { r.group };
+    if r.namespaced && !namespace.is_empty() {
+        format!("/registry/{group}/{}/{namespace}/", r.plural)
+    } else {
+        format!("/registry/{group}/{}/", r.plural)
+    }
+}
+
+/// `apiVersion` of a resource's objects: `v1` or `apps/v1`.
+pub fn api_version(r: &ResourceInfo) -> String {
+    if r.group.is_empty() {
+        r.version.to_owned()
+    } else {
+        format!("{}/{}", r.group, r.version)
+    }
+}

@@ -1,0 +1,188 @@
+//! Label and field selectors, parsed as upstream's `labels.Parse` / `fields.ParseSelector`.
+
+use serde_json::Value;
+
+use crate::error::{ApiError, Result};
+
+/// One requirement of a label selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    DoesNotExist(String),
+}
+
+/// A parsed label selector (all requirements must hold).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabelSelector(Vec<Requirement>);
+
+/// Splits on commas that are not inside parentheses.
+fn split_top(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+fn set_values(s: &str) -> Result<Vec<String>> {
+    let inner = s
+        .trim()
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "unable to parse requirement: expected '(' in {s:?}"
+            ))
+        })?;
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .collect())
+}
+
+impl LabelSelector {
+    /// Parses `app=web,tier!=db,env in (a,b),!legacy`.
+    pub fn parse(s: &str) -> Result<Self> {
+        let mut reqs = Vec::new();
+        for part in split_top(s) {
+            let part = part.trim();
+            if part.is_empty() {
+                continue;
+            }
+            let req = if let Some(key) = part.strip_prefix('!') {
+                Requirement::DoesNotExist(key.trim().to_owned())
+            } else if let Some((k, v)) = part.split_once("!=") {
+                Requirement::NotEquals(k.trim().into(), v.trim().into())
+            } else if let Some((k, v)) = part.split_once("==") {
+                Requirement::Equals(k.trim().into(), v.trim().into())
+            } else if let Some((k, v)) = part.split_once('=') {
+                Requirement::Equals(k.trim().into(), v.trim().into())
+            } else if let Some((k, v)) = part.split_once(" notin ") {
+                Requirement::NotIn(k.trim().into(), set_values(v)?)
+            } else if let Some((k, v)) = part.split_once(" in ") {
+                Requirement::In(k.trim().into(), set_values(v)?)
+            } else if part.contains(char::is_whitespace) || part.contains('(') {
+                return Err(ApiError::BadRequest(format!(
+                    "unable to parse requirement: {part:?}"
+                )));
+            } else {
+                Requirement::Exists(part.to_owned())
+            };
+            reqs.push(req);
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    /// Whether `labels` (an object's `metadata.labels`, possibly null) satisfy the selector.
+    pub fn matches(&self, labels: &Value) -> bool {
+        let get = |k: &str| labels.get(k).and_then(Value::as_str);
+        self.0.iter().all(|r| match r {
+            Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
+            Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
+            Requirement::In(k, vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
+            Requirement::NotIn(k, vs) => get(k).is_none_or(|x| !vs.iter().any(|v| v == x)),
+            Requirement::Exists(k) => get(k).is_some(),
+            Requirement::DoesNotExist(k) => get(k).is_none(),
+        })
+    }
+}
+
+/// A parsed field selector: `field=value` / `field!=value` terms.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldSelector(Vec<(String, bool, String)>);
+
+impl FieldSelector {
+    /// Parses `metadata.name=x,status.phase!=Running`, checking each field against the
+    /// fields the resource supports (`allowed`); others are a 400 as upstream.
+    pub fn parse(s: &str, allowed: &[&str]) -> Result<Self> {
+        let mut terms = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (field, eq, value) = if let Some((f, v)) = part.split_once("!=") {
+                (f, false, v)
+            } else if let Some((f, v)) = part.split_once("==") {
+                (f, true, v)
+            } else if let Some((f, v)) = part.split_once('=') {
+                (f, true, v)
+            } else {
+                return Err(ApiError::BadRequest(format!(
+                    "invalid selector: '{part}'; can't understand '{part}'"
+                )));
+            };
+            let field = field.trim();
+            if !allowed.contains(&field) {
+                return Err(ApiError::BadRequest(format!(
+                    "field label not supported: {field}"
+                )));
+            }
+            terms.push((field.to_owned(), eq, value.trim().to_owned()));
+        }
+        Ok(FieldSelector(terms))
+    }
+
+    /// Whether `obj` satisfies every term (fields are dotted JSON paths).
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.0.iter().all(|(field, eq, value)| {
+            let mut cur = obj;
+            for seg in field.split('.') {
+                cur = cur.get(seg).unwrap_or(&Value::Null);
+            }
+            let actual = match cur {
+                Value::String(s) => s.clone(),
+                Value::Bool(b) => b.to_string(),
+                Value::Number(n) => n.to_string(),
+                _ => String::new(),
+            };
+            (actual == *value) == *eq
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_label_operator() {
+        let labels = json!({"app": "web", "env": "prod"});
+        for (sel, want) in [
+            ("app=web", true),
+            ("app==web", true),
+            ("app!=web", false),
+            ("env in (dev, prod)", true),
+            ("env notin (prod)", false),
+            ("app", true),
+            ("!app", false),
+            ("!missing,app=web", true),
+        ] {
+            assert_eq!(
+                LabelSelector::parse(sel).unwrap().matches(&labels),
+                want,
+                "{sel}"
+            );
+        }
+    }
+
+    #[test]
+    fn unsupported_field_is_a_bad_request() {
+        assert!(FieldSelector::parse("spec.foo=1", &["metadata.name"]).is_err());
+        let f = FieldSelector::parse("metadata.name=x", &["metadata.name"]).unwrap();
+        assert!(f.matches(&json!({"metadata": {"name": "x"}})));
+    }
+}

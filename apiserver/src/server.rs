@@ -1,0 +1,240 @@
+//! The HTTPS server: rustls (HTTP/2 and HTTP/1.1 by ALPN, optional client certificates
+//! verified against the cluster CA), the router, and the tier-1 pipeline in request order.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{HeaderMap, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tower::ServiceExt as _;
+
+use crate::discovery;
+use crate::handlers::{self, Ctx};
+use crate::pipeline::{self, Authorizer, MastersOnly, PeerIdentity, UserInfo};
+
+/// Where and how to serve.
+#[derive(Debug, Clone)]
+pub struct ApiServerConfig {
+    /// Address to bind (`--bind-address`).
+    pub bind_address: std::net::IpAddr,
+    /// Port (`--secure-port`).
+    pub secure_port: u16,
+    /// Serving certificate, PEM (`--tls-cert-file`).
+    pub tls_cert_file: PathBuf,
+    /// Serving key, PEM (`--tls-private-key-file`).
+    pub tls_private_key_file: PathBuf,
+    /// CA that signs client certificates, PEM (`--client-ca-file`).
+    pub client_ca_file: PathBuf,
+}
+
+/// Errors starting the server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A certificate or key could not be read.
+    #[error("reading {path}: {reason}")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// TLS configuration was refused.
+    #[error("TLS configuration: {0}")]
+    Tls(String),
+    /// The port could not be bound.
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn tls_config(cfg: &ApiServerConfig) -> Result<rustls::ServerConfig, Error> {
+    let pem_err = |path: &PathBuf| {
+        let path = path.clone();
+        move |e: rustls::pki_types::pem::Error| Error::Pem {
+            path,
+            reason: e.to_string(),
+        }
+    };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cfg.tls_cert_file)
+        .map_err(pem_err(&cfg.tls_cert_file))?
+        .collect::<Result<_, _>>()
+        .map_err(pem_err(&cfg.tls_cert_file))?;
+    let key = PrivateKeyDer::from_pem_file(&cfg.tls_private_key_file)
+        .map_err(pem_err(&cfg.tls_private_key_file))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in
+        CertificateDer::pem_file_iter(&cfg.client_ca_file).map_err(pem_err(&cfg.client_ca_file))?
+    {
+        let ca = ca.map_err(pem_err(&cfg.client_ca_file))?;
+        roots.add(ca).map_err(|e| Error::Tls(e.to_string()))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::clone(&provider),
+    )
+    .allow_unauthenticated()
+    .build()
+    .map_err(|e| Error::Tls(e.to_string()))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Tls(e.to_string()))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .map_err(|e| Error::Tls(e.to_string()))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The version this server reports (kubectl's dispatcher picks its kubectl by the minor).
+pub fn version_info() -> serde_json::Value {
+    json!({
+        "major": "1",
+        "minor": "33",
+        "gitVersion": "v1.33.0+capstan",
+        "gitCommit": env!("CARGO_PKG_VERSION"),
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+        "goVersion": "n/a (rust)",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, if std::env::consts::ARCH == "x86_64" { "amd64" } else { std::env::consts::ARCH }),
+    })
+}
+
+async fn version() -> Response {
+    axum::Json(version_info()).into_response()
+}
+
+/// `/healthz`, `/livez`, `/readyz` with `?verbose` (upstream's check-list format).
+async fn health(req: Request) -> Response {
+    let path = req.uri().path().trim_start_matches('/').to_owned();
+    let verbose = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p.starts_with("verbose")));
+    if !verbose {
+        return (
+            StatusCode::OK,
+            [(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "ok",
+        )
+            .into_response();
+    }
+    let checks = [
+        "ping",
+        "log",
+        "etcd",
+        "poststarthook/start-apiserver-admission-initializer",
+    ];
+    let mut body: String = checks.iter().map(|c| format!("[+]{c} ok\n")).collect();
+    body.push_str(&format!("{path} check passed\n"));
+    (
+        StatusCode::OK,
+        [(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+async fn api_root(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> Response {
+    discovery::api(&ctx, &headers, &ctx.address)
+}
+
+async fn apis_root(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> Response {
+    discovery::apis(&ctx, &headers)
+}
+
+/// The router with the tier-1 pipeline: request info → authentication → authorization.
+pub fn router(ctx: Arc<Ctx>, authorizer: Arc<dyn Authorizer>) -> Router {
+    let resources = Router::new()
+        .route("/api", get(api_root))
+        .route("/apis", get(apis_root))
+        .route("/version", get(version))
+        .route("/healthz", get(health))
+        .route("/livez", get(health))
+        .route("/readyz", get(health))
+        .fallback(handlers::dispatch)
+        .with_state(ctx);
+    // `Router::layer` wraps outside-in: the last layer added runs first.
+    resources
+        .layer(axum::middleware::from_fn(move |req, next| {
+            pipeline::authorize(Arc::clone(&authorizer), req, next)
+        }))
+        .layer(axum::middleware::from_fn(pipeline::authenticate))
+        .layer(axum::middleware::from_fn(pipeline::request_info))
+}
+
+/// Serves until `shutdown` completes.
+pub async fn serve(
+    cfg: &ApiServerConfig,
+    ctx: Arc<Ctx>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    let tls = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config(cfg)?));
+    let addr = SocketAddr::new(cfg.bind_address, cfg.secure_port);
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Listen { addr, source })?;
+    tracing::info!(%addr, "serving the Kubernetes API over HTTPS");
+    let app = router(ctx, Arc::new(MastersOnly) as Arc<dyn Authorizer>);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            () = &mut shutdown => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(err = %e, "accept failed");
+                    continue;
+                }
+            },
+        };
+        let _ = tcp.set_nodelay(true);
+        let tls = tls.clone();
+        let app = app.clone();
+        tokio::spawn(async move {
+            let stream = match tls.accept(tcp).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(%peer, err = %e, "TLS handshake failed");
+                    return;
+                }
+            };
+            let identity = PeerIdentity(
+                stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|certs| certs.first())
+                    .and_then(|der| certs::identity_from_der(der.as_ref()).ok())
+                    .map(|(name, groups)| UserInfo { name, groups }),
+            );
+            let svc = app.map_request(move |mut req: Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(identity.clone());
+                req.map(axum::body::Body::new)
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            if let Err(e) = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc))
+                .await
+            {
+                tracing::debug!(%peer, err = %e, "connection ended with an error");
+            }
+        });
+    }
+}

@@ -1,0 +1,340 @@
+//! The seam between the API server and the store: key/value operations with Kubernetes'
+//! concurrency semantics (create-if-absent, compare-and-swap on the modification revision,
+//! which is the object's `resourceVersion`).
+//!
+//! Architecture invariant: this is the only module of the API server that talks to the
+//! store. Today it drives the embedded member in-process (`store::node::Node`); an etcd v3
+//! client implementation will sit behind the same methods.
+
+use store::command::{Applied, Op};
+use store::mvcc::KeyRange;
+use store::node::Node;
+use store::pb;
+
+/// A stored value and the revision of its last write.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// Encoded object (JSON, without `metadata.resourceVersion`).
+    pub value: Vec<u8>,
+    /// `mod_revision` of the key: the object's resourceVersion.
+    pub revision: i64,
+}
+
+/// One page of a list.
+#[derive(Debug, Default)]
+pub struct Page {
+    /// Keys and values in key order.
+    pub items: Vec<(String, Stored)>,
+    /// The revision the page was read at.
+    pub revision: i64,
+    /// Items left after this page (0 on the last page).
+    pub remaining: i64,
+}
+
+/// A change seen by a watch.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Created or updated: the new value; `created` when this write created the key.
+    Put {
+        /// Key.
+        key: String,
+        /// New value.
+        value: Stored,
+        /// Whether the key did not exist before.
+        created: bool,
+    },
+    /// Deleted: the last value, at the deletion revision.
+    Delete {
+        /// Key.
+        key: String,
+        /// Value before deletion, with the deletion revision.
+        prev: Stored,
+    },
+}
+
+/// Why a conditional write did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The key does not exist.
+    #[error("not found")]
+    NotFound,
+    /// The key exists already.
+    #[error("already exists")]
+    AlreadyExists,
+    /// The key changed since the given revision.
+    #[error("conflict")]
+    Conflict,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Storage over the embedded store member.
+#[derive(Clone)]
+pub struct Storage {
+    node: Node,
+}
+
+/// The end of the key range that starts with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+fn header_revision(h: Option<&pb::PbResponseHeader>) -> i64 {
+    h.map_or(0, |h| h.revision)
+}
+
+impl Storage {
+    /// Storage over `node`.
+    pub fn new(node: Node) -> Self {
+        Storage { node }
+    }
+
+    /// The current store revision.
+    pub fn current_revision(&self) -> i64 {
+        self.node.mvcc().current_revision()
+    }
+
+    /// A receiver that changes when the store revision moves.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<i64> {
+        self.node.subscribe()
+    }
+
+    /// Reads one key (linearizable).
+    pub async fn get(&self, key: &str) -> Result<Option<Stored>> {
+        self.node.read_index().await?;
+        let req = pb::PbRangeRequest {
+            key: key.as_bytes().to_vec(),
+            ..Default::default()
+        };
+        let resp = self.node.mvcc().range(&req)?;
+        Ok(resp.kvs.into_iter().next().map(|kv| Stored {
+            value: kv.value,
+            revision: kv.mod_revision,
+        }))
+    }
+
+    /// Lists keys under `prefix` in key order, starting after `start_after` (exclusive) when
+    /// given, at `revision` (0 = current, linearizable), at most `limit` items (0 = all).
+    pub async fn list(
+        &self,
+        prefix: &str,
+        start: Option<&str>,
+        revision: i64,
+        limit: i64,
+    ) -> Result<Page> {
+        if revision <= 0 {
+            self.node.read_index().await?;
+        }
+        let end = prefix_end(prefix.as_bytes());
+        let from = start.map_or_else(|| prefix.as_bytes().to_vec(), |s| s.as_bytes().to_vec());
+        let req = pb::PbRangeRequest {
+            key: from,
+            range_end: end,
+            revision,
+            limit: limit.max(0),
+            ..Default::default()
+        };
+        let mvcc = self.node.mvcc();
+        let resp = mvcc.range(&req)?;
+        let revision = if revision > 0 {
+            revision
+        } else {
+            mvcc.current_revision()
+        };
+        drop(mvcc);
+        let returned = i64::try_from(resp.kvs.len()).unwrap_or(i64::MAX);
+        let items = resp
+            .kvs
+            .into_iter()
+            .map(|kv| {
+                let key = String::from_utf8_lossy(&kv.key).into_owned();
+                (
+                    key,
+                    Stored {
+                        value: kv.value,
+                        revision: kv.mod_revision,
+                    },
+                )
+            })
+            .collect();
+        Ok(Page {
+            items,
+            revision,
+            remaining: resp.count - returned,
+        })
+    }
+
+    /// Creates `key` if it does not exist; returns the new revision.
+    pub async fn create(&self, key: &str, value: Vec<u8>) -> Result<i64> {
+        let k = key.as_bytes().to_vec();
+        let txn = pb::PbTxnRequest {
+            compare: vec![pb::PbCompare {
+                result: 0, // EQUAL
+                target: 1, // CREATE
+                key: k.clone(),
+                target_union: Some(pb::PbTargetUnion::CreateRevision(0)),
+                ..Default::default()
+            }],
+            success: vec![put_op(k, value)],
+            failure: Vec::new(),
+        };
+        match self.node.propose(Op::Txn(txn)).await? {
+            Applied::Txn(r) if r.succeeded => Ok(header_revision(r.header.as_ref())),
+            Applied::Txn(_) => Err(Error::AlreadyExists),
+            _ => Err(Error::Store(store::StoreError::InvalidArgument(
+                "unexpected txn result".into(),
+            ))),
+        }
+    }
+
+    /// Replaces `key` if its revision is still `expected`; returns the new revision.
+    pub async fn update(&self, key: &str, value: Vec<u8>, expected: i64) -> Result<i64> {
+        let k = key.as_bytes().to_vec();
+        let txn = pb::PbTxnRequest {
+            compare: vec![mod_equals(&k, expected)],
+            success: vec![put_op(k.clone(), value)],
+            failure: vec![range_op(k)],
+        };
+        match self.node.propose(Op::Txn(txn)).await? {
+            Applied::Txn(r) if r.succeeded => Ok(header_revision(r.header.as_ref())),
+            Applied::Txn(r) => Err(if failure_found(&r) {
+                Error::Conflict
+            } else {
+                Error::NotFound
+            }),
+            _ => Err(Error::Store(store::StoreError::InvalidArgument(
+                "unexpected txn result".into(),
+            ))),
+        }
+    }
+
+    /// Deletes `key` if its revision is still `expected`; returns the deletion revision.
+    pub async fn delete(&self, key: &str, expected: i64) -> Result<i64> {
+        let k = key.as_bytes().to_vec();
+        let del = pb::PbTxnRequestOp {
+            request: Some(pb::PbTxnOpRequest::RequestDeleteRange(
+                pb::PbDeleteRequest {
+                    key: k.clone(),
+                    ..Default::default()
+                },
+            )),
+        };
+        let txn = pb::PbTxnRequest {
+            compare: vec![mod_equals(&k, expected)],
+            success: vec![del],
+            failure: vec![range_op(k)],
+        };
+        match self.node.propose(Op::Txn(txn)).await? {
+            Applied::Txn(r) if r.succeeded => Ok(header_revision(r.header.as_ref())),
+            Applied::Txn(r) => Err(if failure_found(&r) {
+                Error::Conflict
+            } else {
+                Error::NotFound
+            }),
+            _ => Err(Error::Store(store::StoreError::InvalidArgument(
+                "unexpected txn result".into(),
+            ))),
+        }
+    }
+
+    /// Changes under `prefix` from revision `from` on (at most about `max`), and the revision
+    /// to continue from. Fails with `Compacted` when `from` is too old.
+    pub fn changes(
+        &self,
+        prefix: &str,
+        from: i64,
+        max: usize,
+    ) -> Result<(Vec<(i64, Change)>, i64)> {
+        let range = KeyRange::new(prefix.as_bytes(), &prefix_end(prefix.as_bytes()));
+        let (events, next) = self.node.mvcc().events(from, &range, true, max)?;
+        let changes = events
+            .into_iter()
+            .filter_map(|e| {
+                let rev = e.revision.main;
+                let kv = e.event.kv?;
+                let key = String::from_utf8_lossy(&kv.key).into_owned();
+                let change = if e.event.r#type == 0 {
+                    Change::Put {
+                        key,
+                        created: kv.version == 1,
+                        value: Stored {
+                            value: kv.value,
+                            revision: kv.mod_revision,
+                        },
+                    }
+                } else {
+                    let prev = e.event.prev_kv?;
+                    Change::Delete {
+                        key,
+                        prev: Stored {
+                            value: prev.value,
+                            revision: rev,
+                        },
+                    }
+                };
+                Some((rev, change))
+            })
+            .collect();
+        Ok((changes, next))
+    }
+}
+
+fn put_op(key: Vec<u8>, value: Vec<u8>) -> pb::PbTxnRequestOp {
+    pb::PbTxnRequestOp {
+        request: Some(pb::PbTxnOpRequest::RequestPut(pb::PbPutRequest {
+            key,
+            value,
+            ..Default::default()
+        })),
+    }
+}
+
+fn range_op(key: Vec<u8>) -> pb::PbTxnRequestOp {
+    pb::PbTxnRequestOp {
+        request: Some(pb::PbTxnOpRequest::RequestRange(pb::PbRangeRequest {
+            key,
+            count_only: true,
+            ..Default::default()
+        })),
+    }
+}
+
+fn mod_equals(key: &[u8], rev: i64) -> pb::PbCompare {
+    pb::PbCompare {
+        result: 0, // EQUAL
+        target: 2, // MOD
+        key: key.to_vec(),
+        target_union: Some(pb::PbTargetUnion::ModRevision(rev)),
+        ..Default::default()
+    }
+}
+
+/// Whether the failure branch's range found the key.
+fn failure_found(r: &pb::PbTxnResponse) -> bool {
+    r.responses.iter().any(|op| match &op.response {
+        Some(pb::PbTxnOpResponse::ResponseRange(rr)) => rr.count > 0,
+        _ => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_end_increments_the_last_byte() {
+        assert_eq!(prefix_end(b"/registry/pods/"), b"/registry/pods0".to_vec());
+        assert_eq!(prefix_end(&[0x61, 0xff]), vec![0x62]);
+    }
+}

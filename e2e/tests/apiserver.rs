@@ -1,0 +1,477 @@
+//! `capstan server` driven by the stock kubectl over HTTPS with the admin kubeconfig it
+//! writes: version, discovery, CRUD, selectors, patches, pagination, watch, upstream error
+//! messages, authentication and authorization failures, and bad input.
+
+use std::io::{BufRead, BufReader};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use e2e::ServerProcess;
+
+fn server() -> (tempfile::TempDir, ServerProcess) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start(&dir.path().join("data")).expect("server starts");
+    (dir, s)
+}
+
+fn ok(s: &ServerProcess, args: &[&str]) -> String {
+    let (ok, out, err) = s.kubectl(args).expect("kubectl runs");
+    assert!(
+        ok,
+        "kubectl {args:?} failed: {err}\nserver log: {}",
+        s.log()
+    );
+    out
+}
+
+fn fails(s: &ServerProcess, args: &[&str]) -> String {
+    let (ok, out, err) = s.kubectl(args).expect("kubectl runs");
+    assert!(!ok, "kubectl {args:?} unexpectedly succeeded: {out}");
+    err
+}
+
+const MANIFEST: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  labels: {app: web, tier: front}
+data:
+  mode: fast
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: c, image: nginx}]
+"#;
+
+#[test]
+fn version_discovery_and_health_answer_like_kube_apiserver() {
+    let (_d, s) = server();
+    let version = ok(&s, &["version", "-o", "json"]);
+    assert!(version.contains("\"minor\": \"33\""), "{version}");
+    let resources = ok(&s, &["api-resources"]);
+    for line in ["pods ", "deployments ", "configmaps "] {
+        assert!(
+            resources.lines().any(|l| l.starts_with(line)),
+            "{line} missing in\n{resources}"
+        );
+    }
+    let deploy = resources
+        .lines()
+        .find(|l| l.starts_with("deployments "))
+        .unwrap_or_default();
+    assert!(
+        deploy.contains("deploy") && deploy.contains("apps/v1") && deploy.contains("Deployment"),
+        "{deploy}"
+    );
+    let versions = ok(&s, &["api-versions"]);
+    assert!(
+        versions.lines().any(|l| l == "apps/v1") && versions.lines().any(|l| l == "v1"),
+        "{versions}"
+    );
+    let ready = ok(&s, &["get", "--raw", "/readyz?verbose"]);
+    assert!(
+        ready.contains("[+]ping ok") && ready.contains("readyz check passed"),
+        "{ready}"
+    );
+    let ns = ok(&s, &["get", "namespaces", "-o", "name"]);
+    for n in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(ns.contains(&format!("namespace/{n}")), "{ns}");
+    }
+}
+
+#[test]
+fn create_get_label_patch_delete_round_trip() {
+    let (d, s) = server();
+    let file = d.path().join("m.yaml");
+    std::fs::write(&file, MANIFEST).expect("write manifest");
+    let f = file.to_str().unwrap_or_default();
+    let out = ok(&s, &["create", "-f", f, "--validate=false"]);
+    assert!(
+        out.contains("configmap/settings created") && out.contains("deployment.apps/web created"),
+        "{out}"
+    );
+
+    let json = ok(&s, &["get", "deployment", "web", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(v["metadata"]["generation"], 1);
+    assert_eq!(v["kind"], "Deployment");
+    assert!(v["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
+    let rv1: i64 = v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("0")
+        .parse()
+        .unwrap_or(0);
+    assert!(rv1 > 0);
+
+    assert_eq!(
+        ok(&s, &["get", "cm", "-l", "tier=front", "-o", "name"]).trim(),
+        "configmap/settings"
+    );
+    assert_eq!(
+        ok(&s, &["get", "cm", "-l", "tier in (back)", "-o", "name"]).trim(),
+        ""
+    );
+    assert_eq!(
+        ok(
+            &s,
+            &[
+                "get",
+                "cm",
+                "--field-selector",
+                "metadata.name=settings",
+                "-o",
+                "name"
+            ]
+        )
+        .trim(),
+        "configmap/settings"
+    );
+    ok(&s, &["label", "cm", "settings", "owner=ops"]);
+    assert!(ok(&s, &["get", "cm", "settings", "--show-labels"]).contains("owner=ops"));
+    ok(
+        &s,
+        &[
+            "patch",
+            "cm",
+            "settings",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"extra":"1"}}"#,
+        ],
+    );
+    ok(
+        &s,
+        &[
+            "patch",
+            "cm",
+            "settings",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/data/mode"}]"#,
+        ],
+    );
+    assert_eq!(
+        ok(&s, &["get", "cm", "settings", "-o", "jsonpath={.data}"]).trim(),
+        r#"{"extra":"1"}"#
+    );
+
+    // A spec change bumps generation; a label change does not.
+    ok(&s, &["label", "deploy", "web", "x=y"]);
+    ok(
+        &s,
+        &[
+            "patch",
+            "deploy",
+            "web",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"replicas":3}}"#,
+        ],
+    );
+    assert_eq!(
+        ok(
+            &s,
+            &[
+                "get",
+                "deploy",
+                "web",
+                "-o",
+                "jsonpath={.metadata.generation}"
+            ]
+        )
+        .trim(),
+        "2"
+    );
+
+    let out = ok(&s, &["delete", "-f", f]);
+    assert!(out.contains("configmap \"settings\" deleted"), "{out}");
+    let err = fails(&s, &["get", "deploy", "web"]);
+    assert!(
+        err.contains("Error from server (NotFound): deployments.apps \"web\" not found"),
+        "{err}"
+    );
+}
+
+#[test]
+fn errors_use_upstream_reasons_and_messages() {
+    let (d, s) = server();
+    let file = d.path().join("m.yaml");
+    std::fs::write(&file, MANIFEST).expect("write manifest");
+    let f = file.to_str().unwrap_or_default();
+    ok(&s, &["create", "-f", f, "--validate=false"]);
+    let err = fails(&s, &["create", "-f", f, "--validate=false"]);
+    assert!(
+        err.contains("Error from server (AlreadyExists)")
+            && err.contains("configmaps \"settings\" already exists"),
+        "{err}"
+    );
+
+    let bad = d.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\n",
+    )
+    .expect("write");
+    let err = fails(
+        &s,
+        &[
+            "create",
+            "-f",
+            bad.to_str().unwrap_or_default(),
+            "--validate=false",
+        ],
+    );
+    assert!(
+        err.contains("The ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"),
+        "{err}"
+    );
+
+    let missing_ns = d.path().join("ns.yaml");
+    std::fs::write(
+        &missing_ns,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: nowhere\n",
+    )
+    .expect("write");
+    let err = fails(
+        &s,
+        &[
+            "create",
+            "-f",
+            missing_ns.to_str().unwrap_or_default(),
+            "--validate=false",
+        ],
+    );
+    assert!(err.contains("namespaces \"nowhere\" not found"), "{err}");
+
+    // A stale resourceVersion on update is a 409 with upstream's sentence.
+    let cm = ok(&s, &["get", "cm", "settings", "-o", "json"]);
+    ok(&s, &["label", "cm", "settings", "bump=1"]);
+    let stale = d.path().join("stale.json");
+    std::fs::write(&stale, cm).expect("write");
+    let err = fails(
+        &s,
+        &[
+            "replace",
+            "-f",
+            stale.to_str().unwrap_or_default(),
+            "--validate=false",
+        ],
+    );
+    assert!(
+        err.contains(
+            "the object has been modified; please apply your changes to the latest version"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_bodies_get_status_errors_and_nothing_is_stored() {
+    let (d, s) = server();
+    let body = d.path().join("body.json");
+    let path = "/api/v1/namespaces/default/configmaps";
+    for (content, want) in [
+        ("{not json", "json parse error"),
+        (
+            r#"{"apiVersion":"apps/v1","kind":"ConfigMap","metadata":{"name":"a"}}"#,
+            "does not match the expected API version",
+        ),
+        (
+            r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}"#,
+            "does not match the expected kind",
+        ),
+    ] {
+        std::fs::write(&body, content).expect("write");
+        let err = fails(
+            &s,
+            &[
+                "create",
+                "--raw",
+                path,
+                "-f",
+                body.to_str().unwrap_or_default(),
+            ],
+        );
+        assert!(
+            err.contains("BadRequest") || err.contains(want),
+            "{content}: {err}"
+        );
+    }
+    let big = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"big"}},"data":{{"x":"{}"}}}}"#,
+        "a".repeat(4 << 20)
+    );
+    std::fs::write(&body, big).expect("write");
+    let err = fails(
+        &s,
+        &[
+            "create",
+            "--raw",
+            path,
+            "-f",
+            body.to_str().unwrap_or_default(),
+        ],
+    );
+    assert!(
+        err.contains("too large") || err.contains("RequestEntityTooLarge") || err.contains("413"),
+        "{err}"
+    );
+    assert_eq!(ok(&s, &["get", "cm", "-o", "name"]).trim(), "");
+}
+
+#[test]
+fn pagination_walks_one_snapshot() {
+    let (_d, s) = server();
+    for i in 0..5 {
+        let doc = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: page-{i}\n");
+        let (ok_, _, err) = s
+            .kubectl_as(
+                &s.kubeconfig,
+                &["create", "-f", "-", "--validate=false"],
+                Some(&doc),
+            )
+            .expect("kubectl");
+        assert!(ok_, "{err}");
+    }
+    let out = ok(&s, &["get", "cm", "--chunk-size=2", "-o", "name"]);
+    let names: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        names,
+        [
+            "configmap/page-0",
+            "configmap/page-1",
+            "configmap/page-2",
+            "configmap/page-3",
+            "configmap/page-4"
+        ]
+    );
+    let raw = ok(
+        &s,
+        &[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/default/configmaps?limit=2",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&raw).expect("json");
+    assert_eq!(v["items"].as_array().map(Vec::len), Some(2));
+    assert_eq!(v["metadata"]["remainingItemCount"], 3);
+    assert!(
+        v["metadata"]["continue"]
+            .as_str()
+            .is_some_and(|c| !c.is_empty())
+    );
+}
+
+#[test]
+fn watch_prints_live_changes() {
+    let (_d, s) = server();
+    let mut child = s
+        .kubectl_spawn(&["get", "cm", "-w", "-o", "name"])
+        .expect("spawn watch");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Wait until the watch is established: create objects until the first one is seen.
+    let mut seen = None;
+    for i in 0..50 {
+        let doc = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w{i}\n");
+        let (ok_, _, err) = s
+            .kubectl_as(
+                &s.kubeconfig,
+                &["create", "-f", "-", "--validate=false"],
+                Some(&doc),
+            )
+            .expect("kubectl");
+        assert!(ok_, "{err}");
+        if let Ok(line) = rx.recv_timeout(Duration::from_secs(2)) {
+            seen = Some(line);
+            break;
+        }
+    }
+    let first = seen.expect("watch printed an event");
+    assert!(first.starts_with("configmap/w"), "{first}");
+    ok(&s, &["label", "cm", "w0", "changed=yes"]);
+    let mut lines = Vec::new();
+    while let Ok(l) = rx.recv_timeout(Duration::from_secs(5)) {
+        lines.push(l);
+        if lines.iter().any(|l| l == "configmap/w0") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        lines.iter().any(|l| l == "configmap/w0") || first == "configmap/w0",
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn unknown_users_are_forbidden_and_anonymous_requests_unauthorized() {
+    let (d, s) = server();
+    let alice = d.path().join("alice.kubeconfig");
+    let (made, _, err) = s
+        .capstan(&[
+            "kubeconfig",
+            "--data-dir",
+            s.data_dir.to_str().unwrap_or_default(),
+            "--user",
+            "alice",
+            "--group",
+            "devs",
+            "--server",
+            &s.url,
+            "--out",
+            alice.to_str().unwrap_or_default(),
+        ])
+        .expect("capstan kubeconfig");
+    assert!(made, "{err}");
+    let (ok_, _, err) = s
+        .kubectl_as(&alice, &["get", "pods"], None)
+        .expect("kubectl");
+    assert!(!ok_);
+    assert!(
+        err.contains("Error from server (Forbidden): pods is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""),
+        "{err}"
+    );
+    // Health and version are public; everything else needs credentials.
+    let (ok_, out, _) = s
+        .kubectl_as(&alice, &["get", "--raw", "/healthz"], None)
+        .expect("kubectl");
+    assert!(ok_ && out.trim() == "ok");
+    let anon = d.path().join("anon.kubeconfig");
+    let cfg = std::fs::read_to_string(&s.kubeconfig).expect("read kubeconfig");
+    let stripped: String = cfg
+        .lines()
+        .filter(|l| {
+            !l.trim_start().starts_with("client-certificate-data")
+                && !l.trim_start().starts_with("client-key-data")
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&anon, stripped).expect("write");
+    // No client certificate and a token nobody issued: 401, as upstream.
+    let (ok_, _, err) = s
+        .kubectl_as(&anon, &["get", "pods", "--token=not-a-real-token"], None)
+        .expect("kubectl");
+    assert!(
+        !ok_ && (err.contains("Unauthorized") || err.contains("must be logged in")),
+        "{err}"
+    );
+}
