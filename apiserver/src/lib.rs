@@ -37,6 +37,7 @@ pub async fn run(
         registry: registry::Registry::builtin(),
         storage: storage::Storage::new(node),
         address: format!("{}:{}", cfg.bind_address, cfg.secure_port),
+        service_range: handlers::ServiceRange::default(),
     });
     for attempt in 0..50 {
         match handlers::bootstrap(&ctx).await {

@@ -475,3 +475,134 @@ fn unknown_users_are_forbidden_and_anonymous_requests_unauthorized() {
         "{err}"
     );
 }
+
+#[test]
+fn services_get_cluster_ips_and_node_ports_without_conflicts() {
+    let (_d, s) = server();
+    let svc = ok(
+        &s,
+        &[
+            "get",
+            "svc",
+            "kubernetes",
+            "-o",
+            "jsonpath={.spec.clusterIP} {.spec.ports[0].port}",
+        ],
+    );
+    assert_eq!(svc.trim(), "10.96.0.1 443");
+    let np = "apiVersion: v1\nkind: Service\nmetadata: {name: np}\nspec:\n  type: NodePort\n  ports: [{port: 80, protocol: TCP, nodePort: 30080}]\n";
+    let (created, _, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["create", "-f", "-", "--validate=false"],
+            Some(np),
+        )
+        .expect("kubectl");
+    assert!(created, "{err}");
+    let ip = ok(
+        &s,
+        &["get", "svc", "np", "-o", "jsonpath={.spec.clusterIP}"],
+    );
+    assert!(ip.starts_with("10.") && ip != "10.96.0.1", "{ip}");
+    let clash = np.replace("name: np", "name: np2");
+    let (created, _, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["create", "-f", "-", "--validate=false"],
+            Some(&clash),
+        )
+        .expect("kubectl");
+    assert!(
+        !created && err.contains("provided port is already allocated"),
+        "{err}"
+    );
+    let taken_ip = format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: ipclash}}\nspec:\n  clusterIP: {ip}\n  ports: [{{port: 80, protocol: TCP}}]\n"
+    );
+    let (created, _, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["create", "-f", "-", "--validate=false"],
+            Some(&taken_ip),
+        )
+        .expect("kubectl");
+    assert!(
+        !created && err.contains("provided IP is already allocated"),
+        "{err}"
+    );
+    // Deleting the service frees its node port.
+    ok(&s, &["delete", "svc", "np"]);
+    let (created, _, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["create", "-f", "-", "--validate=false"],
+            Some(&clash),
+        )
+        .expect("kubectl");
+    assert!(created, "{err}");
+    let info = ok(&s, &["cluster-info"]);
+    assert!(
+        info.contains("Kubernetes control plane is running at"),
+        "{info}"
+    );
+}
+
+#[test]
+fn scale_subresource_changes_replicas_with_optimistic_concurrency() {
+    let (d, s) = server();
+    let file = d.path().join("m.yaml");
+    std::fs::write(&file, MANIFEST).expect("write manifest");
+    ok(
+        &s,
+        &[
+            "create",
+            "-f",
+            file.to_str().unwrap_or_default(),
+            "--validate=false",
+        ],
+    );
+    ok(&s, &["scale", "deployment", "web", "--replicas=4"]);
+    assert_eq!(
+        ok(
+            &s,
+            &["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"]
+        )
+        .trim(),
+        "4"
+    );
+    ok(
+        &s,
+        &[
+            "scale",
+            "deployment",
+            "web",
+            "--replicas=5",
+            "--current-replicas=4",
+        ],
+    );
+    let err = fails(
+        &s,
+        &[
+            "scale",
+            "deployment",
+            "web",
+            "--replicas=6",
+            "--current-replicas=4",
+        ],
+    );
+    assert!(err.contains("Expected replicas to be 4, was 5"), "{err}");
+    let scale = ok(
+        &s,
+        &[
+            "get",
+            "--raw",
+            "/apis/apps/v1/namespaces/default/deployments/web/scale",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&scale).expect("json");
+    assert_eq!(
+        (v["kind"].as_str(), v["spec"]["replicas"].as_i64()),
+        (Some("Scale"), Some(5))
+    );
+    assert_eq!(v["status"]["selector"], "app=web");
+}

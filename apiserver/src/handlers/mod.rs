@@ -4,6 +4,8 @@
 //! the verb: decode → prepare (server-owned metadata) → validate → storage → encode.
 
 mod object;
+mod service;
+mod subresources;
 mod watch;
 
 use std::collections::HashMap;
@@ -39,6 +41,14 @@ pub struct Ctx {
     pub storage: Storage,
     /// `host:port` clients reach this server at (for `/api`'s serverAddressByClientCIDRs).
     pub address: String,
+    /// Where Service cluster IPs come from.
+    pub service_range: service::ServiceRange,
+}
+
+pub use service::ServiceRange;
+
+fn is_service(r: &ResourceInfo) -> bool {
+    r.group.is_empty() && r.plural == "services"
 }
 
 type Query = HashMap<String, String>;
@@ -182,6 +192,22 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
                 true,
             )
             .await
+        }
+        ("scale", verb) if r.subresource("scale").is_some() => {
+            subresources::scale(
+                ctx,
+                r,
+                namespace,
+                &info.name,
+                verb,
+                &parts.headers,
+                &body,
+                &query,
+            )
+            .await
+        }
+        ("binding", "create") if r.subresource("binding").is_some() => {
+            subresources::bind(ctx, r, namespace, &info.name, &parts.headers, &body, &query).await
         }
         ("", _) => Err(ApiError::MethodNotAllowed),
         _ => Err(ApiError::NoRoute),
@@ -483,7 +509,29 @@ async fn create(
         return Ok(object_response(StatusCode::CREATED, obj));
     }
     let key = registry::key(r, namespace, &name);
-    let rev = match ctx.storage.create(&key, object::encode(&obj)?).await {
+    if is_service(r)
+        && ctx
+            .storage
+            .get(&key)
+            .await
+            .map_err(storage_error)?
+            .is_some()
+    {
+        return Err(ApiError::AlreadyExists {
+            resource: object::group_resource(r),
+            name,
+        });
+    }
+    let taken = if is_service(r) {
+        service::allocate(ctx, &ctx.service_range, &mut obj).await?
+    } else {
+        Vec::new()
+    };
+    let created = ctx.storage.create(&key, object::encode(&obj)?).await;
+    if created.is_err() {
+        service::release(ctx, &taken).await;
+    }
+    let rev = match created {
         Ok(rev) => rev,
         Err(storage::Error::AlreadyExists) => {
             return Err(ApiError::AlreadyExists {
@@ -538,6 +586,9 @@ async fn store_update(
             m.remove("resourceVersion");
         }
     } else {
+        if is_service(r) {
+            service::carry_over(&mut new, old)?;
+        }
         object::prepare_for_update(r, &mut new, old);
     }
     object::validate(r, &new)?;
@@ -787,6 +838,9 @@ async fn delete(
             .delete(&key, current)
             .await
             .map_err(|e| conflict_or(e, r, name))?;
+        if is_service(r) {
+            service::release(ctx, &service::held_keys(&obj)).await;
+        }
     }
     Ok(object_response(StatusCode::OK, obj))
 }
@@ -850,7 +904,86 @@ pub async fn bootstrap(ctx: &Ctx) -> Result<()> {
             Err(e) => return Err(storage_error(e)),
         }
     }
-    Ok(())
+    bootstrap_kubernetes_service(ctx).await
+}
+
+/// The `default/kubernetes` Service (first IP of the service range, port 443 → this
+/// server) and its Endpoints, as kube-apiserver maintains them.
+async fn bootstrap_kubernetes_service(ctx: &Ctx) -> Result<()> {
+    let (Some(svc), Some(eps)) = (
+        ctx.registry.find("", "v1", "services"),
+        ctx.registry.find("", "v1", "endpoints"),
+    ) else {
+        return Ok(());
+    };
+    let (host, port) = ctx
+        .address
+        .rsplit_once(':')
+        .unwrap_or((ctx.address.as_str(), "6443"));
+    let port: u16 = port.parse().unwrap_or(6443);
+    let key = registry::key(svc, "default", "kubernetes");
+    if ctx
+        .storage
+        .get(&key)
+        .await
+        .map_err(storage_error)?
+        .is_none()
+    {
+        let ip = service::kubernetes_service_ip(&ctx.service_range).to_string();
+        let mut obj = json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "kubernetes",
+                "namespace": "default",
+                "labels": { "component": "apiserver", "provider": "kubernetes" }
+            },
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": ip,
+                "sessionAffinity": "None",
+                "internalTrafficPolicy": "Cluster",
+                "ports": [{ "name": "https", "port": 443, "protocol": "TCP", "targetPort": port }]
+            }
+        })
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+        object::prepare_for_create(svc, &mut obj);
+        let taken = service::allocate(ctx, &ctx.service_range, &mut obj).await?;
+        if let Err(e) = ctx.storage.create(&key, object::encode(&obj)?).await {
+            service::release(ctx, &taken).await;
+            if !matches!(e, storage::Error::AlreadyExists) {
+                return Err(storage_error(e));
+            }
+        }
+    }
+    let mut endpoints = json!({
+        "apiVersion": "v1",
+        "kind": "Endpoints",
+        "metadata": {
+            "name": "kubernetes",
+            "namespace": "default",
+            "labels": { "endpointslice.kubernetes.io/skip-mirror": "true" }
+        },
+        "subsets": [{
+            "addresses": [{ "ip": host }],
+            "ports": [{ "name": "https", "port": port, "protocol": "TCP" }]
+        }]
+    })
+    .as_object()
+    .cloned()
+    .unwrap_or_default();
+    object::prepare_for_create(eps, &mut endpoints);
+    let eps_key = registry::key(eps, "default", "kubernetes");
+    match ctx
+        .storage
+        .create(&eps_key, object::encode(&endpoints)?)
+        .await
+    {
+        Ok(_) | Err(storage::Error::AlreadyExists) => Ok(()),
+        Err(e) => Err(storage_error(e)),
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use catalog::{KindClass, ResourceInfo};
 
 /// Subresources the generic handlers implement; discovery lists only these.
-pub const SERVED_SUBRESOURCES: &[&str] = &["status"];
+pub const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "binding"];
 
 /// The resources being served.
 #[derive(Debug)]

@@ -1,0 +1,369 @@
+//! Services: cluster IPs from `--service-cluster-ip-range` (default 10.96.0.0/12) and node
+//! ports from 30000-32767, each reserved by a create-if-absent key in the store, so two
+//! services can never hold the same IP or port, even when created concurrently.
+//!
+//! Keys: `/registry/core/serviceips/<ip>` and `/registry/core/servicenodeports/<port>`.
+
+use std::net::Ipv4Addr;
+
+use serde_json::{Map, Value, json};
+
+use super::Ctx;
+use crate::error::{ApiError, FieldError, Result};
+use crate::storage;
+
+/// The service IP range (network address and prefix length).
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceRange {
+    network: u32,
+    size: u32,
+}
+
+impl Default for ServiceRange {
+    fn default() -> Self {
+        ServiceRange {
+            network: u32::from(Ipv4Addr::new(10, 96, 0, 0)),
+            size: 1 << 20,
+        }
+    }
+}
+
+/// The first usable IP of the range, reserved for the `kubernetes` service.
+pub(super) fn kubernetes_service_ip(range: &ServiceRange) -> Ipv4Addr {
+    Ipv4Addr::from(range.network + 1)
+}
+
+const NODE_PORT_MIN: u16 = 30000;
+const NODE_PORT_MAX: u16 = 32767;
+
+fn ip_key(ip: &str) -> String {
+    format!("/registry/core/serviceips/{ip}")
+}
+
+fn port_key(port: u16) -> String {
+    format!("/registry/core/servicenodeports/{port}")
+}
+
+fn invalid(name: &str, field: &str, message: String) -> ApiError {
+    ApiError::Invalid {
+        group: String::new(),
+        kind: "Service".into(),
+        name: name.into(),
+        causes: vec![FieldError {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message,
+        }],
+    }
+}
+
+/// A random-ish starting offset (upstream allocates randomly too).
+fn seed() -> u32 {
+    let b = uuid::Uuid::new_v4().into_bytes();
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+async fn reserve(ctx: &Ctx, key: &str, owner: &str) -> Result<bool> {
+    match ctx.storage.create(key, owner.as_bytes().to_vec()).await {
+        Ok(_) => Ok(true),
+        Err(storage::Error::AlreadyExists) => Ok(false),
+        Err(e) => Err(super::storage_error(e)),
+    }
+}
+
+/// Releases reservations (best effort: a leaked reservation only wastes one IP or port).
+pub(super) async fn release(ctx: &Ctx, keys: &[String]) {
+    for key in keys {
+        if let Ok(Some(stored)) = ctx.storage.get(key).await {
+            let _ = ctx.storage.delete(key, stored.revision).await;
+        }
+    }
+}
+
+/// The reservation keys a stored service holds.
+pub(super) fn held_keys(obj: &Map<String, Value>) -> Vec<String> {
+    let spec = obj.get("spec");
+    let mut keys = Vec::new();
+    for ip in spec
+        .and_then(|s| s.get("clusterIPs"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(ip) = ip.as_str().filter(|ip| *ip != "None" && !ip.is_empty()) {
+            keys.push(ip_key(ip));
+        }
+    }
+    for p in spec
+        .and_then(|s| s.get("ports"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(port) = p
+            .get("nodePort")
+            .and_then(Value::as_u64)
+            .and_then(|n| u16::try_from(n).ok())
+        {
+            keys.push(port_key(port));
+        }
+    }
+    keys
+}
+
+/// Allocates the cluster IP and node ports a new service needs; returns the reservation
+/// keys taken (to release if the create fails).
+pub(super) async fn allocate(
+    ctx: &Ctx,
+    range: &ServiceRange,
+    obj: &mut Map<String, Value>,
+) -> Result<Vec<String>> {
+    let name = super::object::meta_str(obj, "name").to_owned();
+    let owner = format!("{}/{name}", super::object::meta_str(obj, "namespace"));
+    let mut taken = Vec::new();
+    let result = allocate_into(ctx, range, obj, &name, &owner, &mut taken).await;
+    if result.is_err() {
+        release(ctx, &taken).await;
+    }
+    result.map(|()| taken)
+}
+
+async fn allocate_into(
+    ctx: &Ctx,
+    range: &ServiceRange,
+    obj: &mut Map<String, Value>,
+    name: &str,
+    owner: &str,
+    taken: &mut Vec<String>,
+) -> Result<()> {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    let svc_type = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_owned();
+    if svc_type == "ExternalName" {
+        return Ok(());
+    }
+    let requested = spec
+        .get("clusterIP")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    if requested == "None" {
+        spec.insert("clusterIPs".into(), json!(["None"]));
+    } else if requested.is_empty() {
+        let start = seed() % range.size;
+        let mut chosen = None;
+        for i in 0..range.size.min(4096) {
+            let offset = (start + i) % range.size;
+            // Skip the network address, the reserved first address and the broadcast.
+            if offset <= 1 || offset == range.size - 1 {
+                continue;
+            }
+            let ip = Ipv4Addr::from(range.network + offset).to_string();
+            if reserve(ctx, &ip_key(&ip), owner).await? {
+                chosen = Some(ip);
+                break;
+            }
+        }
+        let ip = chosen.ok_or_else(|| {
+            invalid(
+                name,
+                "spec.clusterIPs",
+                "failed to allocate IP: range is full".into(),
+            )
+        })?;
+        taken.push(ip_key(&ip));
+        spec.insert("clusterIP".into(), json!(ip));
+        spec.insert("clusterIPs".into(), json!([ip]));
+    } else {
+        let ip: Ipv4Addr = requested.parse().map_err(|_| {
+            invalid(
+                name,
+                "spec.clusterIPs[0]",
+                format!("Invalid value: \"{requested}\": must be a valid IP address"),
+            )
+        })?;
+        let n = u32::from(ip);
+        if n < range.network || n >= range.network + range.size {
+            return Err(invalid(
+                name,
+                "spec.clusterIPs",
+                format!(
+                    "Invalid value: []string{{\"{requested}\"}}: failed to allocate IP {requested}: the provided IP ({requested}) is not in the valid range. The range of valid IPs is {}/{}",
+                    Ipv4Addr::from(range.network),
+                    32 - range.size.trailing_zeros()
+                ),
+            ));
+        }
+        if !reserve(ctx, &ip_key(&requested), owner).await? {
+            return Err(invalid(
+                name,
+                "spec.clusterIPs",
+                format!(
+                    "Invalid value: []string{{\"{requested}\"}}: failed to allocate IP {requested}: provided IP is already allocated"
+                ),
+            ));
+        }
+        taken.push(ip_key(&requested));
+        spec.insert("clusterIPs".into(), json!([requested]));
+    }
+    if requested != "None" {
+        spec.insert("ipFamilies".into(), json!(["IPv4"]));
+        spec.insert("ipFamilyPolicy".into(), json!("SingleStack"));
+    }
+    if svc_type == "NodePort" || svc_type == "LoadBalancer" {
+        let count = spec
+            .get("ports")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        for i in 0..count {
+            let wanted = spec
+                .get("ports")
+                .and_then(|p| p.get(i))
+                .and_then(|p| p.get("nodePort"))
+                .and_then(Value::as_u64)
+                .and_then(|n| u16::try_from(n).ok());
+            let port = match wanted {
+                Some(p) => {
+                    if !(NODE_PORT_MIN..=NODE_PORT_MAX).contains(&p) {
+                        return Err(invalid(
+                            name,
+                            &format!("spec.ports[{i}].nodePort"),
+                            format!(
+                                "Invalid value: {p}: provided port is not in the valid range. The range of valid ports is {NODE_PORT_MIN}-{NODE_PORT_MAX}"
+                            ),
+                        ));
+                    }
+                    if !reserve(ctx, &port_key(p), owner).await? {
+                        return Err(invalid(
+                            name,
+                            &format!("spec.ports[{i}].nodePort"),
+                            format!("Invalid value: {p}: provided port is already allocated"),
+                        ));
+                    }
+                    p
+                }
+                None => {
+                    let span = u32::from(NODE_PORT_MAX - NODE_PORT_MIN) + 1;
+                    let start = seed() % span;
+                    let mut chosen = None;
+                    for j in 0..span {
+                        let p = NODE_PORT_MIN + u16::try_from((start + j) % span).unwrap_or(0);
+                        if reserve(ctx, &port_key(p), owner).await? {
+                            chosen = Some(p);
+                            break;
+                        }
+                    }
+                    chosen.ok_or_else(|| {
+                        invalid(
+                            name,
+                            &format!("spec.ports[{i}].nodePort"),
+                            "range of ports is full".into(),
+                        )
+                    })?
+                }
+            };
+            taken.push(port_key(port));
+            if let Some(p) = spec
+                .get_mut("ports")
+                .and_then(|p| p.get_mut(i))
+                .and_then(Value::as_object_mut)
+            {
+                p.insert("nodePort".into(), json!(port));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// On update: cluster IPs are immutable; a client that omits them keeps the stored ones.
+pub(super) fn carry_over(new: &mut Map<String, Value>, old: &Map<String, Value>) -> Result<()> {
+    let name = super::object::meta_str(old, "name").to_owned();
+    let old_spec = old.get("spec").cloned().unwrap_or(Value::Null);
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        let old_v = old_spec.get(field);
+        match (spec.get(field), old_v) {
+            (None, Some(v)) => {
+                spec.insert(field.into(), v.clone());
+            }
+            (Some(Value::String(s)), Some(_)) if s.is_empty() => {
+                if let Some(v) = old_v {
+                    spec.insert(field.into(), v.clone());
+                }
+            }
+            (Some(new_v), Some(old_v)) if field == "clusterIP" && new_v != old_v => {
+                return Err(invalid(
+                    &name,
+                    "spec.clusterIPs[0]",
+                    format!("Invalid value: []string{{{new_v}}}: may not change once set"),
+                ));
+            }
+            _ => {}
+        }
+    }
+    // Node ports a client left out stay as allocated.
+    let old_ports = old_spec
+        .get("ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            if p.contains_key("nodePort") {
+                continue;
+            }
+            let same = old_ports
+                .iter()
+                .find(|o| o.get("port") == p.get("port") && o.get("protocol") == p.get("protocol"));
+            if let Some(np) = same.and_then(|o| o.get("nodePort")) {
+                p.insert("nodePort".into(), np.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_range_is_10_96_0_0_slash_12() {
+        let r = ServiceRange::default();
+        assert_eq!(kubernetes_service_ip(&r), Ipv4Addr::new(10, 96, 0, 1));
+        assert_eq!(32 - r.size.trailing_zeros(), 12);
+    }
+
+    #[test]
+    fn held_keys_cover_ips_and_node_ports() {
+        let obj = json!({"spec": {"clusterIPs": ["10.96.0.9"], "ports": [{"port": 80, "nodePort": 30080}]}});
+        let keys = held_keys(obj.as_object().unwrap());
+        assert_eq!(
+            keys,
+            [
+                "/registry/core/serviceips/10.96.0.9",
+                "/registry/core/servicenodeports/30080"
+            ]
+        );
+    }
+
+    #[test]
+    fn changing_a_cluster_ip_is_refused_and_omitting_it_keeps_it() {
+        let old = json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "10.96.0.9", "clusterIPs": ["10.96.0.9"]}});
+        let mut keep = json!({"spec": {"ports": []}}).as_object().cloned().unwrap();
+        carry_over(&mut keep, old.as_object().unwrap()).unwrap();
+        assert_eq!(keep["spec"]["clusterIP"], "10.96.0.9");
+        let mut change = json!({"spec": {"clusterIP": "10.96.0.10"}})
+            .as_object()
+            .cloned()
+            .unwrap();
+        assert!(carry_over(&mut change, old.as_object().unwrap()).is_err());
+    }
+}
