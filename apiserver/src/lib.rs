@@ -12,6 +12,7 @@
 pub mod discovery;
 pub mod error;
 pub mod handlers;
+pub mod metrics;
 pub mod pipeline;
 pub mod registry;
 pub mod request_info;

@@ -20,6 +20,7 @@ use tower::ServiceExt as _;
 
 use crate::discovery;
 use crate::handlers::{self, Ctx};
+use crate::metrics::Metrics;
 use crate::pipeline::{self, Authorizer, MastersOnly, PeerIdentity, UserInfo};
 
 /// Where and how to serve.
@@ -159,9 +160,31 @@ async fn apis_root(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> Response 
     discovery::apis(&ctx, &headers)
 }
 
-/// The router with the tier-1 pipeline: request info → authentication → authorization.
-pub fn router(ctx: Arc<Ctx>, authorizer: Arc<dyn Authorizer>) -> Router {
+/// Upstream's default `--max-requests-inflight`.
+pub const MAX_READONLY_INFLIGHT: usize = 400;
+/// Upstream's default `--max-mutating-requests-inflight`.
+pub const MAX_MUTATING_INFLIGHT: usize = 200;
+
+/// The router with the tier-1 pipeline: request info → authentication → in-flight limits
+/// and metrics → authorization.
+pub fn router(ctx: Arc<Ctx>, authorizer: Arc<dyn Authorizer>, metrics: Arc<Metrics>) -> Router {
+    let exposition = Arc::clone(&metrics);
     let resources = Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let m = Arc::clone(&exposition);
+                async move {
+                    (
+                        [(
+                            http::header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8",
+                        )],
+                        m.render(),
+                    )
+                }
+            }),
+        )
         .route("/api", get(api_root))
         .route("/apis", get(apis_root))
         .route("/version", get(version))
@@ -174,6 +197,9 @@ pub fn router(ctx: Arc<Ctx>, authorizer: Arc<dyn Authorizer>) -> Router {
     resources
         .layer(axum::middleware::from_fn(move |req, next| {
             pipeline::authorize(Arc::clone(&authorizer), req, next)
+        }))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            crate::metrics::layer(Arc::clone(&metrics), req, next)
         }))
         .layer(axum::middleware::from_fn(pipeline::authenticate))
         .layer(axum::middleware::from_fn(pipeline::request_info))
@@ -191,7 +217,8 @@ pub async fn serve(
         .await
         .map_err(|source| Error::Listen { addr, source })?;
     tracing::info!(%addr, "serving the Kubernetes API over HTTPS");
-    let app = router(ctx, Arc::new(MastersOnly) as Arc<dyn Authorizer>);
+    let metrics = Arc::new(Metrics::new(MAX_READONLY_INFLIGHT, MAX_MUTATING_INFLIGHT));
+    let app = router(ctx, Arc::new(MastersOnly) as Arc<dyn Authorizer>, metrics);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {

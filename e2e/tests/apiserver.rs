@@ -82,6 +82,19 @@ fn version_discovery_and_health_answer_like_kube_apiserver() {
         ready.contains("[+]ping ok") && ready.contains("readyz check passed"),
         "{ready}"
     );
+    let metrics = ok(&s, &["get", "--raw", "/metrics"]);
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("apiserver_request_total{verb=\"LIST\"")
+                && l.contains("resource=\"namespaces\""))
+            || metrics.contains("apiserver_request_total{"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("# TYPE apiserver_request_duration_seconds histogram"),
+        "{metrics}"
+    );
     let ns = ok(&s, &["get", "namespaces", "-o", "name"]);
     for n in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         assert!(ns.contains(&format!("namespace/{n}")), "{ns}");

@@ -1,0 +1,256 @@
+//! Prometheus metrics with upstream's names, and the in-flight request limits
+//! (`--max-requests-inflight` / `--max-mutating-requests-inflight`), both as tier-1 layers.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use tokio::sync::Semaphore;
+
+use crate::error::ApiError;
+use crate::request_info::RequestInfo;
+
+/// Labels of `apiserver_request_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    verb: String,
+    group: String,
+    version: String,
+    resource: String,
+    subresource: String,
+    scope: String,
+    component: String,
+    code: String,
+}
+
+/// Labels of `apiserver_request_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DurationLabels {
+    verb: String,
+    group: String,
+    version: String,
+    resource: String,
+    subresource: String,
+    scope: String,
+    component: String,
+}
+
+/// Labels of `apiserver_current_inflight_requests`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    request_kind: String,
+}
+
+fn duration_histogram() -> Histogram {
+    // Upstream's buckets for apiserver_request_duration_seconds.
+    Histogram::new([
+        0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+        10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+    ])
+}
+
+/// The API server's metrics and in-flight limits.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    durations: Family<DurationLabels, Histogram, fn() -> Histogram>,
+    inflight: Family<KindLabel, Gauge>,
+    readonly_slots: Arc<Semaphore>,
+    mutating_slots: Arc<Semaphore>,
+}
+
+impl Metrics {
+    /// Metrics with upstream's default limits (400 read-only, 200 mutating in flight).
+    pub fn new(max_readonly: usize, max_mutating: usize) -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let durations: Family<DurationLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(duration_histogram);
+        let inflight = Family::<KindLabel, Gauge>::default();
+        registry.register(
+            "apiserver_request",
+            "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code",
+            requests.clone(),
+        );
+        registry.register(
+            "apiserver_request_duration_seconds",
+            "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component",
+            durations.clone(),
+        );
+        registry.register(
+            "apiserver_current_inflight_requests",
+            "Maximal number of currently used inflight request limit of this apiserver per request kind in last second",
+            inflight.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            durations,
+            inflight,
+            readonly_slots: Arc::new(Semaphore::new(max_readonly)),
+            mutating_slots: Arc::new(Semaphore::new(max_mutating)),
+        }
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// Upstream's verb label: LIST/GET/WATCH/POST/PUT/PATCH/DELETE/DELETECOLLECTION.
+fn verb_label(info: &RequestInfo) -> String {
+    match info.verb.as_str() {
+        "create" => "POST".into(),
+        "update" => "PUT".into(),
+        v => v.to_ascii_uppercase(),
+    }
+}
+
+fn scope(info: &RequestInfo) -> String {
+    if !info.name.is_empty() {
+        "resource".into()
+    } else if !info.namespace.is_empty() {
+        "namespace".into()
+    } else {
+        "cluster".into()
+    }
+}
+
+/// Middleware: applies the in-flight limits (watches are long-running and exempt, as
+/// upstream) and records the request metrics.
+pub async fn layer(metrics: Arc<Metrics>, req: Request, next: Next) -> Response {
+    let info = req
+        .extensions()
+        .get::<RequestInfo>()
+        .cloned()
+        .unwrap_or_default();
+    let mutating = matches!(
+        info.verb.as_str(),
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    );
+    let long_running = info.verb == "watch";
+    let kind = if mutating { "mutating" } else { "readOnly" };
+    let permit = if long_running {
+        None
+    } else {
+        let slots = if mutating {
+            &metrics.mutating_slots
+        } else {
+            &metrics.readonly_slots
+        };
+        match Arc::clone(slots).try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => return ApiError::TooManyRequests.into_response(),
+        }
+    };
+    let gauge = metrics
+        .inflight
+        .get_or_create(&KindLabel {
+            request_kind: kind.into(),
+        })
+        .clone();
+    if permit.is_some() {
+        gauge.inc();
+    }
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    if permit.is_some() {
+        gauge.dec();
+    }
+    drop(permit);
+    let (group, version, resource, subresource) = if info.is_resource {
+        (
+            info.group.clone(),
+            info.version.clone(),
+            info.resource.clone(),
+            info.subresource.clone(),
+        )
+    } else {
+        Default::default()
+    };
+    let component = "apiserver".to_owned();
+    metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            verb: verb_label(&info),
+            group: group.clone(),
+            version: version.clone(),
+            resource: resource.clone(),
+            subresource: subresource.clone(),
+            scope: scope(&info),
+            component: component.clone(),
+            code: resp.status().as_u16().to_string(),
+        })
+        .inc();
+    metrics
+        .durations
+        .get_or_create(&DurationLabels {
+            verb: verb_label(&info),
+            group,
+            version,
+            resource,
+            subresource,
+            scope: scope(&info),
+            component,
+        })
+        .observe(started.elapsed().as_secs_f64());
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Method;
+
+    #[test]
+    fn exposition_uses_upstream_names() {
+        let m = Metrics::new(4, 2);
+        let info = RequestInfo::parse(&Method::GET, "/api/v1/namespaces/default/pods", None);
+        m.requests
+            .get_or_create(&RequestLabels {
+                verb: verb_label(&info),
+                group: String::new(),
+                version: "v1".into(),
+                resource: "pods".into(),
+                subresource: String::new(),
+                scope: scope(&info),
+                component: "apiserver".into(),
+                code: "200".into(),
+            })
+            .inc();
+        m.durations
+            .get_or_create(&DurationLabels {
+                verb: "LIST".into(),
+                group: String::new(),
+                version: "v1".into(),
+                resource: "pods".into(),
+                subresource: String::new(),
+                scope: "namespace".into(),
+                component: "apiserver".into(),
+            })
+            .observe(0.01);
+        let text = m.render();
+        assert!(
+            text.contains("apiserver_request_total{verb=\"LIST\""),
+            "{text}"
+        );
+        assert!(text.contains("scope=\"namespace\""), "{text}");
+        assert!(
+            text.contains("# TYPE apiserver_request_duration_seconds histogram"),
+            "{text}"
+        );
+    }
+}
