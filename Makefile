@@ -2,18 +2,25 @@
 CARGO ?= cargo
 DATA_DIR ?= $(CURDIR)/.capstan
 STORE_URL ?= http://127.0.0.1:2379
+SECURE_PORT ?= 6443
 
-.PHONY: all build run test lint bench bench-store clean
+.PHONY: all build run run-store test lint bench bench-store clean
 
 all: build
 
 build:
 	$(CARGO) build -p capstan
 
-## run: build and start a store member on $(STORE_URL) with data in ./.capstan/
+## run: build and start `capstan server` (store + Kubernetes API) on https://127.0.0.1:$(SECURE_PORT)
+## with data, PKI and the admin kubeconfig in ./.capstan/
 run: build
+	@echo "export KUBECONFIG=$(DATA_DIR)/admin.kubeconfig   # then: kubectl get ns"
+	./target/debug/capstan server --data-dir $(DATA_DIR) --secure-port $(SECURE_PORT)
+
+## run-store: a bare store member speaking the etcd v3 API on $(STORE_URL)
+run-store: build
 	@echo "export ETCDCTL_API=3 ETCDCTL_ENDPOINTS=$(STORE_URL)   # then: etcdctl put k v"
-	./target/debug/capstan store --name default --data-dir $(DATA_DIR)/store --listen-client-urls $(STORE_URL)
+	./target/debug/capstan store --name default --data-dir $(DATA_DIR)/store-only --listen-client-urls $(STORE_URL)
 
 ## test: every test — unit tests next to the code and e2e tests against the real binary.
 ## The binary is built first (same debug profile, so nothing is built twice).

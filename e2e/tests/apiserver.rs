@@ -338,7 +338,60 @@ fn bad_bodies_get_status_errors_and_nothing_is_stored() {
         err.contains("too large") || err.contains("RequestEntityTooLarge") || err.contains("413"),
         "{err}"
     );
+    // Unknown fields: Strict refuses them, Warn (the default) drops them with a warning.
+    std::fs::write(
+        &body,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"u"},"bogus":1}"#,
+    )
+    .expect("write");
+    let strict = format!("{path}?fieldValidation=Strict");
+    let err = fails(
+        &s,
+        &[
+            "create",
+            "--raw",
+            &strict,
+            "-f",
+            body.to_str().unwrap_or_default(),
+        ],
+    );
+    assert!(
+        err.contains("strict decoding error: unknown field \"bogus\""),
+        "{err}"
+    );
+    std::fs::write(
+        &body,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"u"},"data":5}"#,
+    )
+    .expect("write");
+    let err = fails(
+        &s,
+        &[
+            "create",
+            "--raw",
+            path,
+            "-f",
+            body.to_str().unwrap_or_default(),
+        ],
+    );
+    assert!(err.contains("cannot be handled as a ConfigMap"), "{err}");
     assert_eq!(ok(&s, &["get", "cm", "-o", "name"]).trim(), "");
+    std::fs::write(
+        &body,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"w"},"bogus":1}"#,
+    )
+    .expect("write");
+    let (created, _, err) = s
+        .kubectl(&[
+            "create",
+            "--raw",
+            path,
+            "-f",
+            body.to_str().unwrap_or_default(),
+        ])
+        .expect("kubectl");
+    assert!(created && err.contains("unknown field \"bogus\""), "{err}");
+    assert!(!ok(&s, &["get", "cm", "w", "-o", "json"]).contains("bogus"));
 }
 
 #[test]

@@ -94,6 +94,52 @@ fn json_response(code: StatusCode, value: &Value) -> Response {
     (code, axum::Json(value)).into_response()
 }
 
+/// Decodes an object through its kind's type and applies `fieldValidation`
+/// (Strict: unknown fields are a 400; Warn — the default — and Ignore: they are dropped,
+/// Warn also returns a warning per field).
+fn field_validation(
+    r: &ResourceInfo,
+    obj: Map<String, Value>,
+    q: &Query,
+) -> Result<(Map<String, Value>, Vec<String>)> {
+    let mode = q.get("fieldValidation").map_or("Warn", String::as_str);
+    let cannot = |e: &str| {
+        ApiError::BadRequest(format!(
+            "{} in version \"{}\" cannot be handled as a {}: {e}",
+            r.kind, r.version, r.kind
+        ))
+    };
+    let decoded =
+        crate::registry::typed::decode(r.group, r.version, r.kind, obj).map_err(|e| cannot(&e))?;
+    let unknown: Vec<String> = decoded
+        .unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    match mode {
+        "Strict" if !unknown.is_empty() => Err(cannot(&format!(
+            "strict decoding error: {}",
+            unknown.join(", ")
+        ))),
+        "Strict" | "Ignore" => Ok((decoded.object, Vec::new())),
+        "Warn" => Ok((decoded.object, unknown)),
+        other => Err(ApiError::BadRequest(format!(
+            "fieldValidation must be one of Ignore, Warn, Strict; got {other:?}"
+        ))),
+    }
+}
+
+/// Adds `Warning: 299 - "<text>"` headers, which kubectl prints.
+fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = http::HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            resp.headers_mut().append(http::header::WARNING, v);
+        }
+    }
+    resp
+}
+
 fn object_response(code: StatusCode, obj: Map<String, Value>) -> Response {
     json_response(code, &Value::Object(obj))
 }
@@ -477,6 +523,7 @@ async fn create(
 ) -> Result<Response> {
     let mut obj = object::decode(headers, body)?;
     object::check_type(&mut obj, r)?;
+    let (mut obj, warnings) = field_validation(r, obj, q)?;
     let body_ns = object::meta_str(&obj, "namespace").to_owned();
     if r.namespaced {
         if !body_ns.is_empty() && body_ns != namespace {
@@ -506,7 +553,10 @@ async fn create(
     }
     let name = object::meta_str(&obj, "name").to_owned();
     if dry_run(q) {
-        return Ok(object_response(StatusCode::CREATED, obj));
+        return Ok(with_warnings(
+            object_response(StatusCode::CREATED, obj),
+            &warnings,
+        ));
     }
     let key = registry::key(r, namespace, &name);
     if is_service(r)
@@ -544,7 +594,10 @@ async fn create(
     if let Some(m) = object::meta(&mut obj) {
         m.insert("resourceVersion".into(), json!(rev.to_string()));
     }
-    Ok(object_response(StatusCode::CREATED, obj))
+    Ok(with_warnings(
+        object_response(StatusCode::CREATED, obj),
+        &warnings,
+    ))
 }
 
 /// Stores `new` over the object last read at `expected`, applying update rules.
@@ -654,7 +707,9 @@ async fn update(
     q: &Query,
     status_only: bool,
 ) -> Result<Response> {
-    let new = object::decode(headers, body)?;
+    let mut new = object::decode(headers, body)?;
+    object::check_type(&mut new, r)?;
+    let (new, warnings) = field_validation(r, new, q)?;
     let (old, current) = load(ctx, r, namespace, name).await?;
     let wanted = object::meta_str(&new, "resourceVersion");
     let expected = if wanted.is_empty() {
@@ -670,7 +725,10 @@ async fn update(
         });
     }
     let stored = store_update(ctx, r, namespace, name, new, &old, expected, status_only, q).await?;
-    Ok(object_response(StatusCode::OK, stored))
+    Ok(with_warnings(
+        object_response(StatusCode::OK, stored),
+        &warnings,
+    ))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -722,11 +780,13 @@ async fn patch(
                 ));
             }
         }
-        let Value::Object(new) = doc else {
+        let Value::Object(mut new) = doc else {
             return Err(ApiError::BadRequest(
                 "the patch did not produce an object".into(),
             ));
         };
+        object::check_type(&mut new, r)?;
+        let (new, warnings) = field_validation(r, new, q)?;
         let wanted = object::meta_str(&new, "resourceVersion").to_owned();
         let conditional = !wanted.is_empty() && wanted != current.to_string();
         if conditional {
@@ -738,7 +798,12 @@ async fn patch(
         }
         match store_update(ctx, r, namespace, name, new, &old, current, status_only, q).await {
             Err(ApiError::Conflict { .. }) => continue,
-            Ok(stored) => return Ok(object_response(StatusCode::OK, stored)),
+            Ok(stored) => {
+                return Ok(with_warnings(
+                    object_response(StatusCode::OK, stored),
+                    &warnings,
+                ));
+            }
             Err(e) => return Err(e),
         }
     }

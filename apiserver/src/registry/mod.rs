@@ -5,6 +5,7 @@
 //! preferred version (one stored version per resource, so no conversion is needed yet).
 
 pub mod catalog;
+pub mod typed;
 
 use std::collections::HashMap;
 
