@@ -34,14 +34,14 @@ pub struct Page {
 /// A change seen by a watch.
 #[derive(Debug, Clone)]
 pub enum Change {
-    /// Created or updated: the new value; `created` when this write created the key.
+    /// Created or updated: the new value and, for an update, the value it replaced.
     Put {
         /// Key.
         key: String,
         /// New value.
         value: Stored,
-        /// Whether the key did not exist before.
-        created: bool,
+        /// The value before this write (`None` when this write created the key).
+        prev: Option<Stored>,
     },
     /// Deleted: the last value, at the deletion revision.
     Delete {
@@ -265,13 +265,15 @@ impl Storage {
                 let kv = e.event.kv?;
                 let key = String::from_utf8_lossy(&kv.key).into_owned();
                 let change = if e.event.r#type == 0 {
+                    let prev = e
+                        .event
+                        .prev_kv
+                        .filter(|_| kv.version > 1)
+                        .map(|p| Stored { value: p.value, revision: p.mod_revision });
                     Change::Put {
                         key,
-                        created: kv.version == 1,
-                        value: Stored {
-                            value: kv.value,
-                            revision: kv.mod_revision,
-                        },
+                        prev,
+                        value: Stored { value: kv.value, revision: kv.mod_revision },
                     }
                 } else {
                     let prev = e.event.prev_kv?;

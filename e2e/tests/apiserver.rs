@@ -672,3 +672,70 @@ fn scale_subresource_changes_replicas_with_optimistic_concurrency() {
     );
     assert_eq!(v["status"]["selector"], "app=web");
 }
+
+#[test]
+fn selector_watches_see_objects_start_and_stop_matching() {
+    let (d, s) = server();
+    let mut child = s
+        .kubectl_spawn(&["get", "cm", "-w", "-l", "sel=yes", "--output-watch-events"])
+        .expect("spawn watch");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let body = d.path().join("tw.json");
+    std::fs::write(
+        &body,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"tw"}}"#,
+    )
+    .expect("write");
+    ok(
+        &s,
+        &[
+            "create",
+            "--raw",
+            "/api/v1/namespaces/default/configmaps",
+            "-f",
+            body.to_str().unwrap_or_default(),
+        ],
+    );
+    // Toggle the label until the watch (which may start late) has reported both transitions.
+    let mut lines: Vec<String> = Vec::new();
+    for _ in 0..20 {
+        ok(&s, &["label", "cm", "tw", "sel=yes", "--overwrite"]);
+        ok(&s, &["label", "cm", "tw", "sel-"]);
+        while let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
+            lines.push(l);
+        }
+        let added = lines
+            .iter()
+            .any(|l| l.starts_with("ADDED") && l.contains("tw"));
+        let deleted = lines
+            .iter()
+            .any(|l| l.starts_with("DELETED") && l.contains("tw"));
+        if added && deleted {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("ADDED") && l.contains("tw")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("DELETED") && l.contains("tw")),
+        "{lines:?}"
+    );
+    // The object itself was never deleted.
+    ok(&s, &["get", "cm", "tw"]);
+}

@@ -180,14 +180,22 @@ impl WatchTask {
             };
             for (_, change) in changes {
                 let line = match change {
-                    Change::Put { value, created, .. } => {
+                    Change::Put { value, prev, .. } => {
                         let Ok(obj) = object::from_stored(&value.value, value.revision) else {
                             continue;
                         };
-                        if !self.filter.matches(&obj) {
-                            continue;
+                        let now = self.filter.matches(&obj);
+                        let before = prev
+                            .and_then(|p| object::from_stored(&p.value, p.revision).ok())
+                            .is_some_and(|p| self.filter.matches(&p));
+                        // An object that starts matching the selectors is ADDED, one
+                        // that stops matching is DELETED, as upstream's watch cache does.
+                        match (before, now) {
+                            (false, true) => event("ADDED", &obj),
+                            (true, true) => event("MODIFIED", &obj),
+                            (true, false) => event("DELETED", &obj),
+                            (false, false) => continue,
                         }
-                        event(if created { "ADDED" } else { "MODIFIED" }, &obj)
                     }
                     Change::Delete { prev, .. } => {
                         let Ok(obj) = object::from_stored(&prev.value, prev.revision) else {
