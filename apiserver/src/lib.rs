@@ -9,10 +9,12 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod defaults;
 pub mod discovery;
 pub mod error;
 pub mod handlers;
 pub mod metrics;
+pub mod openapi;
 pub mod pipeline;
 pub mod registry;
 pub mod request_info;
@@ -49,5 +51,34 @@ pub async fn run(
             }
         }
     }
-    server::serve(&cfg, ctx, shutdown).await
+    let compactor = tokio::spawn(compact_periodically(
+        ctx.storage.clone(),
+        cfg.compaction_interval,
+    ));
+    let result = server::serve(&cfg, ctx, shutdown).await;
+    compactor.abort();
+    result
+}
+
+/// Compacts the store every `interval` to the revision seen one interval earlier, so at
+/// least one interval of history stays available to watchers (kube-apiserver's compactor,
+/// `--etcd-compaction-interval`, default 5 minutes).
+async fn compact_periodically(storage: storage::Storage, interval: Duration) {
+    if interval.is_zero() {
+        return;
+    }
+    let mut tick = tokio::time::interval(interval);
+    tick.tick().await;
+    let mut previous = storage.current_revision();
+    loop {
+        tick.tick().await;
+        let current = storage.current_revision();
+        if previous > 1 {
+            match storage.compact(previous).await {
+                Ok(()) => tracing::info!(revision = previous, "compacted store history"),
+                Err(err) => tracing::warn!(%err, revision = previous, "compaction failed"),
+            }
+        }
+        previous = current;
+    }
 }

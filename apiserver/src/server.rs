@@ -36,6 +36,8 @@ pub struct ApiServerConfig {
     pub tls_private_key_file: PathBuf,
     /// CA that signs client certificates, PEM (`--client-ca-file`).
     pub client_ca_file: PathBuf,
+    /// How often store history is compacted (`--etcd-compaction-interval`; zero disables).
+    pub compaction_interval: std::time::Duration,
 }
 
 /// Errors starting the server.
@@ -165,11 +167,69 @@ pub const MAX_READONLY_INFLIGHT: usize = 400;
 /// Upstream's default `--max-mutating-requests-inflight`.
 pub const MAX_MUTATING_INFLIGHT: usize = 200;
 
+/// OpenAPI documents, built once in the background at start-up (they take a few hundred
+/// milliseconds) so readiness does not wait for them; the first request awaits them.
+#[derive(Clone)]
+struct LazyOpenApi {
+    cell: Arc<tokio::sync::OnceCell<crate::openapi::OpenApi>>,
+    registry_ctx: Arc<Ctx>,
+}
+
+impl LazyOpenApi {
+    async fn get(&self) -> &crate::openapi::OpenApi {
+        self.cell
+            .get_or_init(|| {
+                let ctx = Arc::clone(&self.registry_ctx);
+                async move {
+                    let built = tokio::task::spawn_blocking(move || {
+                        crate::openapi::OpenApi::build(&ctx.registry)
+                    })
+                    .await;
+                    match built {
+                        Ok(api) => api,
+                        Err(_) => crate::openapi::OpenApi::build(&self.registry_ctx.registry),
+                    }
+                }
+            })
+            .await
+    }
+}
+
+async fn openapi(api: LazyOpenApi, req: Request) -> Response {
+    let accept = req
+        .headers()
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    api.get()
+        .await
+        .serve(req.uri().path(), req.uri().query(), accept.as_deref())
+}
+
 /// The router with the tier-1 pipeline: request info → authentication → in-flight limits
 /// and metrics → authorization.
 pub fn router(ctx: Arc<Ctx>, authorizer: Arc<dyn Authorizer>, metrics: Arc<Metrics>) -> Router {
     let exposition = Arc::clone(&metrics);
+    let lazy = LazyOpenApi {
+        cell: Arc::new(tokio::sync::OnceCell::new()),
+        registry_ctx: Arc::clone(&ctx),
+    };
+    let warm = lazy.clone();
+    tokio::spawn(async move {
+        warm.get().await;
+    });
     let resources = Router::new()
+        .route(
+            "/openapi/v2",
+            get({
+                let api = lazy.clone();
+                move |req: Request| openapi(api.clone(), req)
+            }),
+        )
+        .route(
+            "/openapi/{*path}",
+            get(move |req: Request| openapi(lazy.clone(), req)),
+        )
         .route(
             "/metrics",
             get(move || {

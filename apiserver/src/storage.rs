@@ -248,6 +248,18 @@ impl Storage {
         }
     }
 
+    /// Drops history older than `revision` (watches and exact reads before it get 410).
+    pub async fn compact(&self, revision: i64) -> Result<()> {
+        let req = pb::PbCompactionRequest {
+            revision,
+            physical: true,
+        };
+        match self.node.propose(Op::Compaction(req)).await {
+            Ok(_) | Err(store::StoreError::Compacted) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Changes under `prefix` from revision `from` on (at most about `max`), and the revision
     /// to continue from. Fails with `Compacted` when `from` is too old.
     pub fn changes(
@@ -265,15 +277,17 @@ impl Storage {
                 let kv = e.event.kv?;
                 let key = String::from_utf8_lossy(&kv.key).into_owned();
                 let change = if e.event.r#type == 0 {
-                    let prev = e
-                        .event
-                        .prev_kv
-                        .filter(|_| kv.version > 1)
-                        .map(|p| Stored { value: p.value, revision: p.mod_revision });
+                    let prev = e.event.prev_kv.filter(|_| kv.version > 1).map(|p| Stored {
+                        value: p.value,
+                        revision: p.mod_revision,
+                    });
                     Change::Put {
                         key,
                         prev,
-                        value: Stored { value: kv.value, revision: kv.mod_revision },
+                        value: Stored {
+                            value: kv.value,
+                            revision: kv.mod_revision,
+                        },
                     }
                 } else {
                     let prev = e.event.prev_kv?;

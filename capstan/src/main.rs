@@ -58,6 +58,9 @@ struct ServerArgs {
     /// Port to serve HTTPS on.
     #[arg(long, default_value_t = 6443)]
     secure_port: u16,
+    /// Interval of store compaction (e.g. 5m, 30s; 0s disables).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    etcd_compaction_interval: Duration,
 }
 
 /// Flags of `capstan store`, named after etcd's.
@@ -184,6 +187,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         tls_cert_file: pki.apiserver_cert.clone(),
         tls_private_key_file: pki.apiserver_key.clone(),
         client_ca_file: pki.ca_cert.clone(),
+        compaction_interval: args.etcd_compaction_interval,
     };
     tracing::info!(kubeconfig = %pki.admin_kubeconfig.display(), "admin kubeconfig written");
     let driver_died = async {
@@ -206,6 +210,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("CAPSTAN_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,raft=warn")),

@@ -196,6 +196,11 @@ pub struct ServerProcess {
 impl ServerProcess {
     /// Starts `capstan server` on a free port and waits until `/readyz` answers (20 s).
     pub fn start(data_dir: &Path) -> Result<Self> {
+        Self::start_with(data_dir, &[])
+    }
+
+    /// As [`ServerProcess::start`], with extra flags.
+    pub fn start_with(data_dir: &Path, extra_args: &[&str]) -> Result<Self> {
         let port = free_port();
         std::fs::create_dir_all(data_dir)?;
         let log_path = data_dir.with_extension("log");
@@ -208,6 +213,7 @@ impl ServerProcess {
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--secure-port", &port.to_string()])
+            .args(extra_args)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -117,6 +117,17 @@ fn create_get_label_patch_delete_round_trip() {
     let v: serde_json::Value = serde_json::from_str(&json).expect("json");
     assert_eq!(v["metadata"]["generation"], 1);
     assert_eq!(v["kind"], "Deployment");
+    // Upstream's defaults were applied.
+    assert_eq!(v["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+    assert_eq!(v["spec"]["revisionHistoryLimit"], 10);
+    assert_eq!(
+        v["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+        "Always"
+    );
+    assert_eq!(
+        v["spec"]["template"]["spec"]["schedulerName"],
+        "default-scheduler"
+    );
     assert!(v["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
     let rv1: i64 = v["metadata"]["resourceVersion"]
         .as_str()
@@ -212,6 +223,23 @@ fn create_get_label_patch_delete_round_trip() {
         err.contains("Error from server (NotFound): deployments.apps \"web\" not found"),
         "{err}"
     );
+}
+
+#[test]
+fn explain_reads_the_openapi_documents() {
+    let (_d, s) = server();
+    let out = ok(&s, &["explain", "deployment.spec.replicas"]);
+    assert!(
+        out.contains("KIND:       Deployment") && out.contains("FIELD: replicas <integer>"),
+        "{out}"
+    );
+    let out = ok(&s, &["explain", "pods.spec.containers"]);
+    assert!(out.contains("FIELD: containers <[]Container>"), "{out}");
+    let bad = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\nbogus: 1\n";
+    let (created, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(bad))
+        .expect("kubectl");
+    assert!(!created && err.contains("unknown field \"bogus\""), "{err}");
 }
 
 #[test]
@@ -738,4 +766,76 @@ fn selector_watches_see_objects_start_and_stop_matching() {
     );
     // The object itself was never deleted.
     ok(&s, &["get", "cm", "tw"]);
+}
+
+#[test]
+fn watching_from_a_compacted_resource_version_gets_410_expired() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_with(
+        &dir.path().join("data"),
+        &["--etcd-compaction-interval", "1s"],
+    )
+    .expect("server starts");
+    let body = dir.path().join("c.json");
+    // Write, then keep writing until the compactor has moved past the first revision
+    // (an exact list at that revision answers 410 from then on).
+    let mut first_rv = String::new();
+    let mut compacted = false;
+    for i in 0..100 {
+        std::fs::write(
+            &body,
+            format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"c{i}"}}}}"#),
+        )
+        .expect("write");
+        let out = ok(
+            &s,
+            &[
+                "create",
+                "--raw",
+                "/api/v1/namespaces/default/configmaps",
+                "-f",
+                body.to_str().unwrap_or_default(),
+            ],
+        );
+        if first_rv.is_empty() {
+            let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+            first_rv = v["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+        }
+        let exact = format!(
+            "/api/v1/namespaces/default/configmaps?resourceVersion={first_rv}&resourceVersionMatch=Exact"
+        );
+        let (listed, _, err) = s.kubectl(&["get", "--raw", &exact]).expect("kubectl");
+        if !listed {
+            assert!(
+                err.contains("Expired") || err.contains("too old resource version"),
+                "{err}"
+            );
+            compacted = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        compacted,
+        "history was never compacted past {first_rv}: {}",
+        s.log()
+    );
+    let url = format!(
+        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={first_rv}&timeoutSeconds=2"
+    );
+    let out = ok(&s, &["get", "--raw", &url]);
+    let event: serde_json::Value =
+        serde_json::from_str(out.lines().next().unwrap_or("{}")).expect("event json");
+    assert_eq!(event["type"], "ERROR", "{out}");
+    assert_eq!(event["object"]["code"], 410);
+    assert_eq!(event["object"]["reason"], "Expired");
+    assert!(
+        event["object"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("too old resource version")
+    );
 }

@@ -524,6 +524,7 @@ async fn create(
     let mut obj = object::decode(headers, body)?;
     object::check_type(&mut obj, r)?;
     let (mut obj, warnings) = field_validation(r, obj, q)?;
+    crate::defaults::apply(r, &mut obj);
     let body_ns = object::meta_str(&obj, "namespace").to_owned();
     if r.namespaced {
         if !body_ns.is_empty() && body_ns != namespace {
@@ -547,6 +548,9 @@ async fn create(
         }
     }
     object::prepare_for_create(r, &mut obj);
+    // Upstream also defaults when decoding from storage: status cleared above reads back
+    // with its defaults (e.g. PVC status.phase).
+    crate::defaults::apply(r, &mut obj);
     object::validate(r, &obj)?;
     if r.namespaced {
         check_namespace(ctx, namespace).await?;
@@ -709,7 +713,8 @@ async fn update(
 ) -> Result<Response> {
     let mut new = object::decode(headers, body)?;
     object::check_type(&mut new, r)?;
-    let (new, warnings) = field_validation(r, new, q)?;
+    let (mut new, warnings) = field_validation(r, new, q)?;
+    crate::defaults::apply(r, &mut new);
     let (old, current) = load(ctx, r, namespace, name).await?;
     let wanted = object::meta_str(&new, "resourceVersion");
     let expected = if wanted.is_empty() {
@@ -786,7 +791,8 @@ async fn patch(
             ));
         };
         object::check_type(&mut new, r)?;
-        let (new, warnings) = field_validation(r, new, q)?;
+        let (mut new, warnings) = field_validation(r, new, q)?;
+        crate::defaults::apply(r, &mut new);
         let wanted = object::meta_str(&new, "resourceVersion").to_owned();
         let conditional = !wanted.is_empty() && wanted != current.to_string();
         if conditional {

@@ -342,7 +342,13 @@ mod tests {
 
     #[test]
     fn wrong_types_are_errors() {
-        let err = decode("", "v1", "ConfigMap", obj(&json!({"metadata": {"name": 5}}))).unwrap_err();
+        let err = decode(
+            "",
+            "v1",
+            "ConfigMap",
+            obj(&json!({"metadata": {"name": 5}})),
+        )
+        .unwrap_err();
         assert!(err.contains("invalid type"), "{err}");
     }
 

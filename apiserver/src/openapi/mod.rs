@@ -1,0 +1,301 @@
+//! OpenAPI documents of the served resources, generated at start-up from the k8s-openapi types
+//! (their schemars JSON Schemas) and the registry: the v3 index (`/openapi/v3`), one v3
+//! document per group version (`/openapi/v3/api/v1`, `/openapi/v3/apis/<group>/<version>`),
+//! and a Swagger 2.0 document converted from them (`/openapi/v2`, JSON only).
+//!
+//! kubectl needs the v3 documents for `apply`/`create`/`edit`/`diff` (its server-side
+//! validation gate: the kind's `patch` operation must list `fieldValidation`) and for
+//! `explain` (schemas with `x-kubernetes-group-version-kind`). It caches the documents by URL,
+//! so the caching headers follow kube-openapi's `handler3`: the index links each document with
+//! `?hash=<SHA-512 of the document>`; a matching hash is answered as immutable for a year, a
+//! stale one with a 301 to the current URL.
+//!
+//! Module map: `kinds` (kind → k8s-openapi type), `schemas` (`components.schemas`), `paths`
+//! (operations), `v2` (the Swagger 2.0 conversion).
+
+mod kinds;
+mod paths;
+mod schemas;
+#[cfg(test)]
+mod tests;
+mod v2;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use http::header::{self, HeaderMap, HeaderValue};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha512};
+
+use crate::registry::Registry;
+
+/// The content type of the documents.
+const JSON: &str = "application/json";
+
+/// One serialized document and its hash (kube-openapi's: upper-case hex SHA-512).
+struct Document {
+    body: bytes::Bytes,
+    hash: String,
+}
+
+impl Document {
+    fn new(value: &Value) -> Self {
+        let body = serde_json::to_vec(value).unwrap_or_default();
+        let hash = Sha512::digest(&body)
+            .iter()
+            .map(|b| format!("{b:02X}"))
+            .collect();
+        Document {
+            body: body.into(),
+            hash,
+        }
+    }
+}
+
+/// OpenAPI documents for the served resources, built once at start-up.
+pub struct OpenApi {
+    /// The v3 index (`/openapi/v3`).
+    index: bytes::Bytes,
+    /// v3 documents by index key: `api/v1`, `apis/apps/v1`, …
+    v3: BTreeMap<String, Document>,
+    /// The Swagger 2.0 document.
+    v2: Document,
+}
+
+impl std::fmt::Debug for OpenApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenApi")
+            .field("v3", &self.v3.keys().collect::<Vec<_>>())
+            .field(
+                "v3_bytes",
+                &self.v3.values().map(|d| d.body.len()).sum::<usize>(),
+            )
+            .field("v2_bytes", &self.v2.body.len())
+            .finish()
+    }
+}
+
+/// The index key of a group version: `api/v1` or `apis/<group>/<version>`.
+fn gv_key(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// `/openapi/v3/<key>?hash=<hash>`.
+fn hash_url(key: &str, hash: &str) -> String {
+    format!("/openapi/v3/{key}?hash={hash}")
+}
+
+impl OpenApi {
+    /// Builds the v3 index and per-group-version documents, and the v2 document, for
+    /// `registry`.
+    pub fn build(registry: &Registry) -> OpenApi {
+        let started = Instant::now();
+        let known = kinds::all();
+        // The served resources with their types; a resource without a known type is left out
+        // of the documents (a unit test keeps this from happening).
+        let mut served = Vec::new();
+        for r in registry.resources() {
+            match known
+                .iter()
+                .find(|k| (k.group, k.version, k.kind) == (r.group, r.version, r.kind))
+            {
+                Some(k) => served.push((*r, *k)),
+                None => tracing::warn!(
+                    group = r.group,
+                    version = r.version,
+                    kind = r.kind,
+                    "no k8s-openapi type for a served kind; left out of OpenAPI"
+                ),
+            }
+        }
+        let kind_types: Vec<_> = served.iter().map(|(_, k)| *k).collect();
+        let defs = schemas::generate(&kind_types);
+
+        let mut v3_values: BTreeMap<String, Value> = BTreeMap::new();
+        for (group, versions) in registry.groups() {
+            for version in versions {
+                let mut paths = Map::new();
+                paths::add_resource_list(&mut paths, group, version, &defs.meta);
+                let mut roots = vec![
+                    defs.meta.status.clone(),
+                    defs.meta.delete_options.clone(),
+                    defs.meta.patch.clone(),
+                    defs.meta.watch_event.clone(),
+                    defs.meta.api_resource_list.clone(),
+                ];
+                for (r, k) in served
+                    .iter()
+                    .filter(|(r, _)| r.group == group && r.version == version)
+                {
+                    let name = (k.schema_name)();
+                    paths::add_resource(&mut paths, r, &name, &defs.meta);
+                    roots.push(format!("{name}List"));
+                    roots.push(name.into_owned());
+                }
+                let components = schemas::closure(&defs.schemas, roots);
+                v3_values.insert(
+                    gv_key(group, version),
+                    json!({
+                        "openapi": "3.0.0",
+                        "info": { "title": "Kubernetes", "version": "unversioned" },
+                        "paths": paths,
+                        "components": { "schemas": components },
+                    }),
+                );
+            }
+        }
+        let v2 = Document::new(&v2::convert(v3_values.values()));
+        let v3: BTreeMap<String, Document> = v3_values
+            .iter()
+            .map(|(k, v)| (k.clone(), Document::new(v)))
+            .collect();
+        let index_paths: Map<String, Value> = v3
+            .iter()
+            .map(|(k, d)| {
+                (
+                    k.clone(),
+                    json!({ "serverRelativeURL": hash_url(k, &d.hash) }),
+                )
+            })
+            .collect();
+        let index = serde_json::to_vec(&json!({ "paths": index_paths }))
+            .unwrap_or_default()
+            .into();
+        let api = OpenApi { index, v3, v2 };
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            documents = api.v3.len(),
+            v3_bytes = api.v3.values().map(|d| d.body.len()).sum::<usize>(),
+            v2_bytes = api.v2.body.len(),
+            "built the OpenAPI documents"
+        );
+        api
+    }
+
+    /// Handles GET `/openapi/v3`, `/openapi/v3/<api/v1 | apis/<g>/<v>>[?hash=H]`, and
+    /// `/openapi/v2` (request path, query, `Accept` header) with a complete response, as
+    /// kube-openapi does: GV documents carry `ETag: "<HASH>"`; with a matching `hash` they are
+    /// `Cache-Control: public, immutable` with a one-year `Expires`, with a stale one a 301 to
+    /// the current URL; without `hash`, `Cache-Control: no-cache, private`. An `Accept` that
+    /// excludes `application/json` gets 406; an unknown document 404.
+    pub fn serve(&self, path: &str, query: Option<&str>, accept: Option<&str>) -> Response {
+        let document = match path {
+            "/openapi/v3" => None,
+            "/openapi/v2" => Some(("", &self.v2)),
+            _ => match path
+                .strip_prefix("/openapi/v3/")
+                .and_then(|key| self.v3.get_key_value(key))
+            {
+                Some((key, doc)) => Some((key.as_str(), doc)),
+                None => return not_found(),
+            },
+        };
+        if !accepts_json(accept) {
+            return plain(StatusCode::NOT_ACCEPTABLE, "406 Not Acceptable\n");
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+        headers.insert(header::VARY, HeaderValue::from_static("Accept"));
+        let Some((key, doc)) = document else {
+            headers.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("no-cache, private"),
+            );
+            return (StatusCode::OK, headers, Body::from(self.index.clone())).into_response();
+        };
+        if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", doc.hash)) {
+            headers.insert(header::ETAG, etag);
+        }
+        let hash = if key.is_empty() {
+            None // v2 has no hash URLs.
+        } else {
+            query_param(query, "hash")
+        };
+        match hash {
+            Some(h) if h == doc.hash => {
+                headers.insert(
+                    header::CACHE_CONTROL,
+                    HeaderValue::from_static("public, immutable"),
+                );
+                if let Some(expires) =
+                    one_year_from_now().and_then(|e| HeaderValue::from_str(&e).ok())
+                {
+                    headers.insert(header::EXPIRES, expires);
+                }
+            }
+            Some(_) => {
+                let mut redirect = HeaderMap::new();
+                if let Ok(location) = HeaderValue::from_str(&hash_url(key, &doc.hash)) {
+                    redirect.insert(header::LOCATION, location);
+                }
+                redirect.insert(
+                    header::CACHE_CONTROL,
+                    HeaderValue::from_static("no-cache, private"),
+                );
+                return (StatusCode::MOVED_PERMANENTLY, redirect).into_response();
+            }
+            None => {
+                headers.insert(
+                    header::CACHE_CONTROL,
+                    HeaderValue::from_static("no-cache, private"),
+                );
+            }
+        }
+        (StatusCode::OK, headers, Body::from(doc.body.clone())).into_response()
+    }
+}
+
+fn plain(status: StatusCode, body: &'static str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// Go's `http.NotFound`, as kube-openapi answers an unknown group version.
+fn not_found() -> Response {
+    plain(StatusCode::NOT_FOUND, "404 page not found\n")
+}
+
+/// Whether `accept` admits `application/json` (`application/json`, `application/*`, `*/*`, or
+/// no header at all); clauses with `q=0` admit nothing.
+fn accepts_json(accept: Option<&str>) -> bool {
+    let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty()) else {
+        return true;
+    };
+    accept.split(',').any(|clause| {
+        let mut parts = clause.split(';');
+        let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let refused = parts.any(|p| {
+            p.trim()
+                .strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        !refused && matches!(range.as_str(), "application/json" | "application/*" | "*/*")
+    })
+}
+
+/// The (undecoded) value of query parameter `name`.
+fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
+    query?.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == name).then_some(v)
+    })
+}
+
+/// A one-year `Expires` value in HTTP date format (RFC 1123, GMT).
+fn one_year_from_now() -> Option<String> {
+    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
+    let later = now.checked_add(jiff::Span::new().years(1)).ok()?;
+    Some(later.strftime("%a, %d %b %Y %H:%M:%S GMT").to_string())
+}
