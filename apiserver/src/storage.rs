@@ -124,6 +124,21 @@ impl Storage {
         }))
     }
 
+    /// Reads one key from this member's state without a ReadIndex round trip: possibly a
+    /// little stale, which is fine where upstream reads an informer cache (admission
+    /// checks such as namespace existence).
+    pub fn get_local(&self, key: &str) -> Result<Option<Stored>> {
+        let req = pb::PbRangeRequest {
+            key: key.as_bytes().to_vec(),
+            ..Default::default()
+        };
+        let resp = self.node.mvcc().range(&req)?;
+        Ok(resp.kvs.into_iter().next().map(|kv| Stored {
+            value: kv.value,
+            revision: kv.mod_revision,
+        }))
+    }
+
     /// Lists keys under `prefix` in key order, starting after `start_after` (exclusive) when
     /// given, at `revision` (0 = current, linearizable), at most `limit` items (0 = all).
     pub async fn list(

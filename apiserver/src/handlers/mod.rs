@@ -495,7 +495,15 @@ async fn check_namespace(ctx: &Ctx, namespace: &str) -> Result<()> {
     let Some(ns) = ctx.registry.find("", "v1", "namespaces") else {
         return Ok(());
     };
-    let (obj, _) = load(ctx, ns, "", namespace).await?;
+    // Like upstream's NamespaceLifecycle admission, this reads local (cached) state.
+    let key = registry::key(ns, "", namespace);
+    let Some(stored) = ctx.storage.get_local(&key).map_err(storage_error)? else {
+        return Err(ApiError::NotFound {
+            resource: object::group_resource(ns),
+            name: namespace.into(),
+        });
+    };
+    let obj = object::from_stored(&stored.value, stored.revision)?;
     if obj
         .get("status")
         .and_then(|s| s.get("phase"))
