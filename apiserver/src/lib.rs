@@ -21,6 +21,7 @@ pub mod request_info;
 pub mod selector;
 pub mod server;
 pub mod storage;
+pub mod watch_cache;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,11 +37,13 @@ pub async fn run(
     node: store::node::Node,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), server::Error> {
+    let storage = storage::Storage::new(node);
     let ctx = Arc::new(handlers::Ctx {
         registry: registry::Registry::builtin(),
-        storage: storage::Storage::new(node),
+        storage: storage.clone(),
         address: format!("{}:{}", cfg.bind_address, cfg.secure_port),
         service_range: handlers::ServiceRange::default(),
+        watch_cache: watch_cache::WatchCache::new(storage.clone()),
     });
     for attempt in 0..50 {
         match handlers::bootstrap(&ctx).await {

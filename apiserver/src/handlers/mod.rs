@@ -43,6 +43,8 @@ pub struct Ctx {
     pub address: String,
     /// Where Service cluster IPs come from.
     pub service_range: service::ServiceRange,
+    /// Decoded recent events per resource, shared by all watchers.
+    pub watch_cache: crate::watch_cache::WatchCache,
 }
 
 pub use service::ServiceRange;
@@ -386,7 +388,7 @@ impl Filter {
         self.labels.matches(&labels) && self.fields.matches(&value)
     }
 
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.labels == crate::selector::LabelSelector::default()
             && self.fields == crate::selector::FieldSelector::default()
     }

@@ -20,6 +20,7 @@ use crate::error::{ApiError, Result};
 use crate::registry;
 use crate::registry::catalog::ResourceInfo;
 use crate::storage::Change;
+use crate::watch_cache::CachedEvent;
 
 /// Changes read from history per pull.
 const PULL: usize = 512;
@@ -75,6 +76,11 @@ pub(super) fn watch(
         ctx: Arc::clone(ctx),
         r,
         prefix: registry::prefix(r, namespace),
+        namespace: if r.namespaced {
+            namespace.to_owned()
+        } else {
+            String::new()
+        },
         filter,
         tx,
         bookmarks,
@@ -109,6 +115,8 @@ struct WatchTask {
     ctx: Arc<Ctx>,
     r: &'static ResourceInfo,
     prefix: String,
+    /// The namespace watched ("" = all).
+    namespace: String,
     filter: Filter,
     tx: mpsc::Sender<Result<Bytes, Infallible>>,
     bookmarks: bool,
@@ -168,56 +176,41 @@ impl WatchTask {
         };
         let mut bookmark_tick = tokio::time::interval(Duration::from_secs(60));
         bookmark_tick.tick().await;
+        let mut cache = self
+            .ctx
+            .watch_cache
+            .subscribe(&registry::prefix(self.r, ""));
         loop {
-            let pulled = self.ctx.storage.changes(&self.prefix, next, PULL);
-            let (changes, after) = match pulled {
-                Ok(c) => c,
-                Err(crate::storage::Error::Store(store::StoreError::Compacted)) => {
-                    self.gone(next - 1).await;
-                    return;
+            match cache.since(next - 1) {
+                Some(events) => {
+                    for e in events {
+                        if let Some(line) = self.cached_line(&e) {
+                            if !self.send(line).await {
+                                return;
+                            }
+                        }
+                        next = e.revision + 1;
+                    }
+                    next = next.max(cache.tail() + 1);
                 }
-                Err(_) => return,
-            };
-            for (_, change) in changes {
-                let line = match change {
-                    Change::Put { value, prev, .. } => {
-                        let Ok(obj) = object::from_stored(&value.value, value.revision) else {
-                            continue;
-                        };
-                        let now = self.filter.matches(&obj);
-                        let before = prev
-                            .and_then(|p| object::from_stored(&p.value, p.revision).ok())
-                            .is_some_and(|p| self.filter.matches(&p));
-                        // An object that starts matching the selectors is ADDED, one
-                        // that stops matching is DELETED, as upstream's watch cache does.
-                        match (before, now) {
-                            (false, true) => event("ADDED", &obj),
-                            (true, true) => event("MODIFIED", &obj),
-                            (true, false) => event("DELETED", &obj),
-                            (false, false) => continue,
-                        }
+                None => {
+                    // Older than the cache's window: read the store's history directly.
+                    match self.from_store(next).await {
+                        Some(after) => next = after,
+                        None => return,
                     }
-                    Change::Delete { prev, .. } => {
-                        let Ok(obj) = object::from_stored(&prev.value, prev.revision) else {
-                            continue;
-                        };
-                        if !self.filter.matches(&obj) {
-                            continue;
-                        }
-                        event("DELETED", &obj)
+                    if next <= *revisions.borrow() {
+                        continue;
                     }
-                };
-                if !self.send(line).await {
-                    return;
                 }
             }
-            next = after;
-            if next <= *revisions.borrow() {
-                continue; // more history to read
+            if cache.since(next - 1).is_some_and(|e| !e.is_empty()) {
+                continue;
             }
             tokio::select! {
-                changed = revisions.changed() => if changed.is_err() { return },
+                changed = cache.changed() => if !changed { return },
                 () = self.tx.closed() => return,
+                _ = revisions.changed() => {},
                 _ = bookmark_tick.tick(), if self.bookmarks => {
                     let b = self.bookmark(next - 1, false);
                     if !self.send(event("BOOKMARK", &b)).await {
@@ -226,5 +219,76 @@ impl WatchTask {
                 }
             }
         }
+    }
+
+    /// The line a cached event becomes for this watcher, if any: the shared pre-serialised
+    /// line when no selector is involved, else ADDED/MODIFIED/DELETED by whether the object
+    /// matched before and after the change.
+    fn cached_line(&self, e: &CachedEvent) -> Option<Bytes> {
+        if !self.namespace.is_empty() && object::meta_str(&e.object, "namespace") != self.namespace
+        {
+            return None;
+        }
+        if self.filter.is_empty() {
+            return Some(e.line.clone());
+        }
+        let now = self.filter.matches(&e.object);
+        if e.deleted {
+            return now.then(|| e.line.clone());
+        }
+        let before = e.prev.as_ref().is_some_and(|p| self.filter.matches(p));
+        match (before, now) {
+            (false, true) => Some(event("ADDED", &e.object)),
+            (true, true) => Some(event("MODIFIED", &e.object)),
+            (true, false) => Some(event("DELETED", &e.object)),
+            (false, false) => None,
+        }
+    }
+
+    /// Sends one batch of changes read from the store's history; returns the revision to
+    /// continue from, or `None` when the watch must end (client gone, or 410 sent).
+    async fn from_store(&self, next: i64) -> Option<i64> {
+        let (changes, after) = match self.ctx.storage.changes(&self.prefix, next, PULL) {
+            Ok(c) => c,
+            Err(crate::storage::Error::Store(store::StoreError::Compacted)) => {
+                self.gone(next - 1).await;
+                return None;
+            }
+            Err(_) => return None,
+        };
+        for (_, change) in changes {
+            let line = match change {
+                Change::Put { value, prev, .. } => {
+                    let Ok(obj) = object::from_stored(&value.value, value.revision) else {
+                        continue;
+                    };
+                    let now = self.filter.matches(&obj);
+                    let before = prev
+                        .and_then(|p| object::from_stored(&p.value, p.revision).ok())
+                        .is_some_and(|p| self.filter.matches(&p));
+                    // An object that starts matching the selectors is ADDED, one that
+                    // stops matching is DELETED, as upstream's watch cache does.
+                    match (before, now) {
+                        (false, true) => event("ADDED", &obj),
+                        (true, true) => event("MODIFIED", &obj),
+                        (true, false) => event("DELETED", &obj),
+                        (false, false) => continue,
+                    }
+                }
+                Change::Delete { prev, .. } => {
+                    let Ok(obj) = object::from_stored(&prev.value, prev.revision) else {
+                        continue;
+                    };
+                    if !self.filter.matches(&obj) {
+                        continue;
+                    }
+                    event("DELETED", &obj)
+                }
+            };
+            if !self.send(line).await {
+                return None;
+            }
+        }
+        Some(after)
     }
 }
