@@ -184,10 +184,10 @@ impl WatchTask {
             match cache.since(next - 1) {
                 Some(events) => {
                     for e in events {
-                        if let Some(line) = self.cached_line(&e) {
-                            if !self.send(line).await {
-                                return;
-                            }
+                        if let Some(line) = self.cached_line(&e)
+                            && !self.send(line).await
+                        {
+                            return;
                         }
                         next = e.revision + 1;
                     }
@@ -195,7 +195,7 @@ impl WatchTask {
                 }
                 None => {
                     // Older than the cache's window: read the store's history directly.
-                    match self.from_store(next).await {
+                    match self.replay_store(next).await {
                         Some(after) => next = after,
                         None => return,
                     }
@@ -247,7 +247,7 @@ impl WatchTask {
 
     /// Sends one batch of changes read from the store's history; returns the revision to
     /// continue from, or `None` when the watch must end (client gone, or 410 sent).
-    async fn from_store(&self, next: i64) -> Option<i64> {
+    async fn replay_store(&self, next: i64) -> Option<i64> {
         let (changes, after) = match self.ctx.storage.changes(&self.prefix, next, PULL) {
             Ok(c) => c,
             Err(crate::storage::Error::Store(store::StoreError::Compacted)) => {
