@@ -9,6 +9,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod codec;
 pub mod defaults;
 pub mod discovery;
 pub mod error;
@@ -21,6 +22,7 @@ pub mod request_info;
 pub mod selector;
 pub mod server;
 pub mod storage;
+pub mod tables;
 pub mod watch_cache;
 
 use std::sync::Arc;

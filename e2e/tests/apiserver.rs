@@ -839,3 +839,82 @@ fn watching_from_a_compacted_resource_version_gets_410_expired() {
             .starts_with("too old resource version")
     );
 }
+
+#[test]
+fn protobuf_creates_and_server_side_tables() {
+    let (_d, s) = server();
+    for args in [
+        vec!["create", "namespace", "team"],
+        vec![
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=2",
+        ],
+        vec!["create", "configmap", "cfg", "--from-literal=a=b"],
+        vec!["create", "secret", "generic", "sec", "--from-literal=p=q"],
+        vec!["create", "serviceaccount", "robot"],
+        vec!["create", "job", "once", "--image=busybox"],
+        vec!["create", "service", "clusterip", "front", "--tcp=80:8080"],
+        vec!["run", "solo", "--image=nginx"],
+    ] {
+        ok(&s, &args);
+    }
+    assert_eq!(
+        ok(&s, &["get", "secret", "sec", "-o", "jsonpath={.data.p}"]).trim(),
+        "cQ=="
+    );
+    assert_eq!(
+        ok(
+            &s,
+            &["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"]
+        )
+        .trim(),
+        "2"
+    );
+    let pods = ok(&s, &["get", "pods"]);
+    let header: Vec<&str> = pods
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{pods}"
+    );
+    assert!(pods.contains("solo") && pods.contains("Pending"), "{pods}");
+    let wide = ok(&s, &["get", "pods", "-o", "wide"]);
+    assert!(
+        wide.lines()
+            .next()
+            .unwrap_or_default()
+            .contains("NOMINATED NODE"),
+        "{wide}"
+    );
+    let deploy = ok(&s, &["get", "deploy"]);
+    assert!(
+        deploy.starts_with("NAME") && deploy.contains("UP-TO-DATE") && deploy.contains("0/2"),
+        "{deploy}"
+    );
+    let svc = ok(&s, &["get", "svc", "front"]);
+    assert!(svc.contains("ClusterIP") && svc.contains("80/TCP"), "{svc}");
+    // `-A` takes the NAMESPACE column from the rows' object metadata.
+    let all = ok(&s, &["get", "cm", "-A"]);
+    assert!(
+        all.lines()
+            .any(|l| l.starts_with("default") && l.contains("cfg")),
+        "{all}"
+    );
+    let all = ok(&s, &["get", "all"]);
+    assert!(
+        all.contains("deployment.apps/web")
+            && all.contains("service/front")
+            && all.contains("pod/solo"),
+        "{all}"
+    );
+    let sorted = ok(&s, &["get", "cm", "--sort-by=.metadata.name", "-o", "name"]);
+    assert!(sorted.contains("configmap/cfg"), "{sorted}");
+}

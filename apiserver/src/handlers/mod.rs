@@ -181,10 +181,21 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
     if r.namespaced && namespace.is_empty() && !info.name.is_empty() {
         return Err(ApiError::NoRoute);
     }
+    let accept = parts
+        .headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let render = Render {
+        table: crate::tables::wants_table(accept),
+        include: crate::tables::IncludeObject::from_query(
+            query.get("includeObject").map(String::as_str),
+        ),
+    };
     match (info.subresource.as_str(), info.verb.as_str()) {
-        ("", "get") => get(ctx, r, namespace, &info.name).await,
-        ("", "list") => list(ctx, r, namespace, &query).await,
-        ("", "watch") => watch::watch(ctx, r, namespace, &info.name, &query),
+        ("", "get") => get(ctx, r, namespace, &info.name, &render).await,
+        ("", "list") => list(ctx, r, namespace, &query, &render).await,
+        ("", "watch") => watch::watch(ctx, r, namespace, &info.name, &query, render),
         ("", "create") => create(ctx, r, namespace, &parts.headers, &body, &query).await,
         ("", "update") => {
             update(
@@ -214,7 +225,7 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
         }
         ("", "delete") => delete(ctx, r, namespace, &info.name, &body, &query).await,
         ("", "deletecollection") => delete_collection(ctx, r, namespace, &query).await,
-        ("status", "get") if has_status(r) => get(ctx, r, namespace, &info.name).await,
+        ("status", "get") if has_status(r) => get(ctx, r, namespace, &info.name, &render).await,
         ("status", "update") if has_status(r) => {
             update(
                 ctx,
@@ -299,8 +310,39 @@ fn storage_error(e: storage::Error) -> ApiError {
     }
 }
 
-async fn get(ctx: &Ctx, r: &ResourceInfo, namespace: &str, name: &str) -> Result<Response> {
-    let (obj, _) = load(ctx, r, namespace, name).await?;
+/// How reads are rendered: plain objects, or a server-side Table when the client asks.
+#[derive(Clone, Copy)]
+pub(crate) struct Render {
+    pub(crate) table: bool,
+    pub(crate) include: crate::tables::IncludeObject,
+}
+
+fn table_response(value: &Value) -> Response {
+    let mut resp = json_response(StatusCode::OK, value);
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(crate::tables::TABLE_CONTENT_TYPE),
+    );
+    resp
+}
+
+async fn get(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    render: &Render,
+) -> Result<Response> {
+    let (obj, rev) = load(ctx, r, namespace, name).await?;
+    if render.table {
+        let meta = json!({ "resourceVersion": rev.to_string() });
+        return Ok(table_response(&crate::tables::to_table(
+            r,
+            &[obj],
+            meta,
+            render.include,
+        )));
+    }
     Ok(object_response(StatusCode::OK, obj))
 }
 
@@ -394,7 +436,13 @@ impl Filter {
     }
 }
 
-async fn list(ctx: &Ctx, r: &ResourceInfo, namespace: &str, q: &Query) -> Result<Response> {
+async fn list(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    q: &Query,
+    render: &Render,
+) -> Result<Response> {
     let filter = Filter::from_query(r, q)?;
     let limit: i64 = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
     let rv = q.get("resourceVersion").map(String::as_str).unwrap_or("");
@@ -482,6 +530,21 @@ async fn list(ctx: &Ctx, r: &ResourceInfo, namespace: &str, q: &Query) -> Result
         if filter.is_empty() && remaining > 0 {
             metadata["remainingItemCount"] = json!(remaining);
         }
+    }
+    if render.table {
+        let objects: Vec<Map<String, Value>> = items
+            .into_iter()
+            .filter_map(|v| match v {
+                Value::Object(m) => Some(m),
+                _ => None,
+            })
+            .collect();
+        return Ok(table_response(&crate::tables::to_table(
+            r,
+            &objects,
+            metadata,
+            render.include,
+        )));
     }
     let list = json!({
         "kind": format!("{}List", r.kind),

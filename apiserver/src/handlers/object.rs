@@ -37,15 +37,22 @@ pub(crate) fn group_resource(r: &ResourceInfo) -> GroupResource {
     GroupResource::new(r.group, r.plural)
 }
 
-/// Decodes a JSON request body (a missing Content-Type is JSON, as upstream).
+/// Decodes a request body: JSON (a missing Content-Type is JSON, as upstream) or
+/// Kubernetes protobuf (what kubectl sends for `create deployment|configmap|...`).
 pub(crate) fn decode(headers: &HeaderMap, body: &[u8]) -> Result<Map<String, Value>> {
     let ctype = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
     let base = ctype.split(';').next().unwrap_or("").trim();
+    if base == crate::codec::PROTOBUF {
+        return crate::codec::decode_protobuf(body).map_err(ApiError::BadRequest);
+    }
     if base != "application/json" && base != "*/*" && !base.is_empty() {
-        return Err(ApiError::UnsupportedMediaType("application/json".into()));
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "application/json, {}",
+            crate::codec::PROTOBUF
+        )));
     }
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(map)) => Ok(map),

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{Ctx, Filter, Query, object};
+use super::{Ctx, Filter, Query, Render, object};
 use crate::error::{ApiError, Result};
 use crate::registry;
 use crate::registry::catalog::ResourceInfo;
@@ -40,6 +40,7 @@ pub(super) fn watch(
     namespace: &str,
     name: &str,
     q: &Query,
+    render: Render,
 ) -> Result<Response> {
     let mut filter = Filter::from_query(r, q)?;
     if !name.is_empty() {
@@ -84,13 +85,21 @@ pub(super) fn watch(
         filter,
         tx,
         bookmarks,
+        render,
     };
     tokio::spawn(async move {
         let _ = tokio::time::timeout(timeout, task.run(start, send_initial)).await;
     });
     Response::builder()
         .status(200)
-        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(
+            http::header::CONTENT_TYPE,
+            if render.table {
+                crate::tables::TABLE_CONTENT_TYPE
+            } else {
+                "application/json"
+            },
+        )
         .header(http::header::CACHE_CONTROL, "no-cache, private")
         .body(Body::from_stream(ReceiverStream::new(rx)))
         .map_err(|e| ApiError::Internal(e.to_string()))
@@ -120,9 +129,27 @@ struct WatchTask {
     filter: Filter,
     tx: mpsc::Sender<Result<Bytes, Infallible>>,
     bookmarks: bool,
+    /// Table-typed event objects when the client negotiated a Table.
+    render: Render,
 }
 
 impl WatchTask {
+    /// An event line for `obj`: the object itself, or a one-row Table of it.
+    fn ev(&self, kind: &str, obj: &Map<String, Value>) -> Bytes {
+        if self.render.table {
+            let meta = json!({ "resourceVersion": object::meta_str(obj, "resourceVersion") });
+            if let Value::Object(t) = crate::tables::to_table(
+                self.r,
+                std::slice::from_ref(obj),
+                meta,
+                self.render.include,
+            ) {
+                return event(kind, &t);
+            }
+        }
+        event(kind, obj)
+    }
+
     async fn send(&self, line: Bytes) -> bool {
         self.tx.send(Ok(line)).await.is_ok()
     }
@@ -160,7 +187,7 @@ impl WatchTask {
                     let Ok(obj) = object::from_stored(&stored.value, stored.revision) else {
                         continue;
                     };
-                    if self.filter.matches(&obj) && !self.send(event("ADDED", &obj)).await {
+                    if self.filter.matches(&obj) && !self.send(self.ev("ADDED", &obj)).await {
                         return;
                     }
                 }
@@ -229,18 +256,29 @@ impl WatchTask {
         {
             return None;
         }
-        if self.filter.is_empty() {
+        if self.render.table {
+            let kind = if e.deleted {
+                "DELETED"
+            } else if e.prev.is_some() {
+                "MODIFIED"
+            } else {
+                "ADDED"
+            };
+            if self.filter.is_empty() {
+                return Some(self.ev(kind, &e.object));
+            }
+        } else if self.filter.is_empty() {
             return Some(e.line.clone());
         }
         let now = self.filter.matches(&e.object);
         if e.deleted {
-            return now.then(|| e.line.clone());
+            return now.then(|| self.ev("DELETED", &e.object));
         }
         let before = e.prev.as_ref().is_some_and(|p| self.filter.matches(p));
         match (before, now) {
-            (false, true) => Some(event("ADDED", &e.object)),
-            (true, true) => Some(event("MODIFIED", &e.object)),
-            (true, false) => Some(event("DELETED", &e.object)),
+            (false, true) => Some(self.ev("ADDED", &e.object)),
+            (true, true) => Some(self.ev("MODIFIED", &e.object)),
+            (true, false) => Some(self.ev("DELETED", &e.object)),
             (false, false) => None,
         }
     }
@@ -269,9 +307,9 @@ impl WatchTask {
                     // An object that starts matching the selectors is ADDED, one that
                     // stops matching is DELETED, as upstream's watch cache does.
                     match (before, now) {
-                        (false, true) => event("ADDED", &obj),
-                        (true, true) => event("MODIFIED", &obj),
-                        (true, false) => event("DELETED", &obj),
+                        (false, true) => self.ev("ADDED", &obj),
+                        (true, true) => self.ev("MODIFIED", &obj),
+                        (true, false) => self.ev("DELETED", &obj),
                         (false, false) => continue,
                     }
                 }
@@ -282,7 +320,7 @@ impl WatchTask {
                     if !self.filter.matches(&obj) {
                         continue;
                     }
-                    event("DELETED", &obj)
+                    self.ev("DELETED", &obj)
                 }
             };
             if !self.send(line).await {
