@@ -6,6 +6,7 @@
 
 pub mod catalog;
 pub mod typed;
+pub(crate) mod types;
 
 use std::collections::HashMap;
 

@@ -15,224 +15,28 @@ fn roundtrip<T: serde::de::DeserializeOwned + serde::Serialize>(
     serde_json::to_value(typed)
 }
 
-macro_rules! kinds {
-    ($(($group:literal, $version:literal, $kind:literal, $ty:ty)),* $(,)?) => {
-        fn lookup(group: &str, version: &str, kind: &str) -> Option<Roundtrip> {
-            match (group, version, kind) {
-                $(($group, $version, $kind) => Some(roundtrip::<$ty> as Roundtrip),)*
-                _ => None,
-            }
+/// Finds the round-trip of a kind by comparing each type's `Resource` constants.
+macro_rules! lookup_in {
+    ($($ty:ty),* $(,)?) => {
+        |group: &str, version: &str, kind: &str| -> Option<Roundtrip> {
+            use k8s_openapi::Resource;
+            $(
+                if <$ty as Resource>::GROUP == group
+                    && <$ty as Resource>::VERSION == version
+                    && <$ty as Resource>::KIND == kind
+                {
+                    return Some(roundtrip::<$ty> as Roundtrip);
+                }
+            )*
+            None
         }
     };
 }
 
-use k8s_openapi::api::{
-    admissionregistration, apps, autoscaling, batch, certificates, coordination, core, discovery,
-    events, flowcontrol, networking, node, policy, rbac, scheduling, storage,
-};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
-use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
-
-kinds![
-    (
-        "admissionregistration.k8s.io",
-        "v1",
-        "MutatingWebhookConfiguration",
-        admissionregistration::v1::MutatingWebhookConfiguration
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "v1",
-        "ValidatingAdmissionPolicy",
-        admissionregistration::v1::ValidatingAdmissionPolicy
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "v1",
-        "ValidatingAdmissionPolicyBinding",
-        admissionregistration::v1::ValidatingAdmissionPolicyBinding
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "v1",
-        "ValidatingWebhookConfiguration",
-        admissionregistration::v1::ValidatingWebhookConfiguration
-    ),
-    (
-        "apps",
-        "v1",
-        "ControllerRevision",
-        apps::v1::ControllerRevision
-    ),
-    ("apps", "v1", "DaemonSet", apps::v1::DaemonSet),
-    ("apps", "v1", "Deployment", apps::v1::Deployment),
-    ("apps", "v1", "ReplicaSet", apps::v1::ReplicaSet),
-    ("apps", "v1", "StatefulSet", apps::v1::StatefulSet),
-    (
-        "autoscaling",
-        "v1",
-        "HorizontalPodAutoscaler",
-        autoscaling::v1::HorizontalPodAutoscaler
-    ),
-    (
-        "autoscaling",
-        "v2",
-        "HorizontalPodAutoscaler",
-        autoscaling::v2::HorizontalPodAutoscaler
-    ),
-    ("batch", "v1", "CronJob", batch::v1::CronJob),
-    ("batch", "v1", "Job", batch::v1::Job),
-    (
-        "certificates.k8s.io",
-        "v1",
-        "CertificateSigningRequest",
-        certificates::v1::CertificateSigningRequest
-    ),
-    (
-        "coordination.k8s.io",
-        "v1",
-        "Lease",
-        coordination::v1::Lease
-    ),
-    ("", "v1", "ConfigMap", core::v1::ConfigMap),
-    ("", "v1", "Endpoints", core::v1::Endpoints),
-    ("", "v1", "Event", core::v1::Event),
-    ("", "v1", "LimitRange", core::v1::LimitRange),
-    ("", "v1", "Namespace", core::v1::Namespace),
-    ("", "v1", "Node", core::v1::Node),
-    ("", "v1", "PersistentVolume", core::v1::PersistentVolume),
-    (
-        "",
-        "v1",
-        "PersistentVolumeClaim",
-        core::v1::PersistentVolumeClaim
-    ),
-    ("", "v1", "Pod", core::v1::Pod),
-    ("", "v1", "PodTemplate", core::v1::PodTemplate),
-    (
-        "",
-        "v1",
-        "ReplicationController",
-        core::v1::ReplicationController
-    ),
-    ("", "v1", "ResourceQuota", core::v1::ResourceQuota),
-    ("", "v1", "Secret", core::v1::Secret),
-    ("", "v1", "Service", core::v1::Service),
-    ("", "v1", "ServiceAccount", core::v1::ServiceAccount),
-    (
-        "discovery.k8s.io",
-        "v1",
-        "EndpointSlice",
-        discovery::v1::EndpointSlice
-    ),
-    ("events.k8s.io", "v1", "Event", events::v1::Event),
-    (
-        "flowcontrol.apiserver.k8s.io",
-        "v1",
-        "FlowSchema",
-        flowcontrol::v1::FlowSchema
-    ),
-    (
-        "flowcontrol.apiserver.k8s.io",
-        "v1",
-        "PriorityLevelConfiguration",
-        flowcontrol::v1::PriorityLevelConfiguration
-    ),
-    (
-        "networking.k8s.io",
-        "v1",
-        "Ingress",
-        networking::v1::Ingress
-    ),
-    (
-        "networking.k8s.io",
-        "v1",
-        "IngressClass",
-        networking::v1::IngressClass
-    ),
-    (
-        "networking.k8s.io",
-        "v1",
-        "IPAddress",
-        networking::v1::IPAddress
-    ),
-    (
-        "networking.k8s.io",
-        "v1",
-        "NetworkPolicy",
-        networking::v1::NetworkPolicy
-    ),
-    (
-        "networking.k8s.io",
-        "v1",
-        "ServiceCIDR",
-        networking::v1::ServiceCIDR
-    ),
-    ("node.k8s.io", "v1", "RuntimeClass", node::v1::RuntimeClass),
-    (
-        "policy",
-        "v1",
-        "PodDisruptionBudget",
-        policy::v1::PodDisruptionBudget
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRole",
-        rbac::v1::ClusterRole
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRoleBinding",
-        rbac::v1::ClusterRoleBinding
-    ),
-    ("rbac.authorization.k8s.io", "v1", "Role", rbac::v1::Role),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "RoleBinding",
-        rbac::v1::RoleBinding
-    ),
-    (
-        "scheduling.k8s.io",
-        "v1",
-        "PriorityClass",
-        scheduling::v1::PriorityClass
-    ),
-    ("storage.k8s.io", "v1", "CSIDriver", storage::v1::CSIDriver),
-    ("storage.k8s.io", "v1", "CSINode", storage::v1::CSINode),
-    (
-        "storage.k8s.io",
-        "v1",
-        "CSIStorageCapacity",
-        storage::v1::CSIStorageCapacity
-    ),
-    (
-        "storage.k8s.io",
-        "v1",
-        "StorageClass",
-        storage::v1::StorageClass
-    ),
-    (
-        "storage.k8s.io",
-        "v1",
-        "VolumeAttachment",
-        storage::v1::VolumeAttachment
-    ),
-    (
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        apiextensions::v1::CustomResourceDefinition
-    ),
-    (
-        "apiregistration.k8s.io",
-        "v1",
-        "APIService",
-        apiregistration::v1::APIService
-    ),
-];
+fn lookup(group: &str, version: &str, kind: &str) -> Option<Roundtrip> {
+    let find = super::types::with_builtin_types!(lookup_in);
+    find(group, version, kind)
+}
 
 /// The outcome of typed decoding.
 #[derive(Debug)]
