@@ -4,7 +4,7 @@ DATA_DIR ?= $(CURDIR)/.capstan
 STORE_URL ?= http://127.0.0.1:2379
 SECURE_PORT ?= 6443
 
-.PHONY: all build run run-store test lint bench bench-store clean
+.PHONY: all build run run-store test lint bench bench-store bench-api clean
 
 all: build
 
@@ -34,12 +34,18 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## bench: every benchmark (prints figures; never fails on them).
-bench: bench-store
+bench: bench-store bench-api
 
 ## bench-store: capstan store vs Debian's etcd 3.4, same client, same disk.
 bench-store:
 	$(CARGO) build --release -p capstan
 	$(CARGO) bench -p e2e --bench store
+
+## bench-api: capstan server's Kubernetes API (creates, gets, list, watch fan-out, RSS,
+## start-up) beside kube-apiserver + etcd reference figures.
+bench-api:
+	$(CARGO) build --release -p capstan
+	$(CARGO) bench -p e2e --bench api
 
 clean:
 	$(CARGO) clean

@@ -304,6 +304,11 @@ impl ServerProcess {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    /// Process id of the child.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Runs `capstan` with `args` (e.g. `kubeconfig --user alice`), returning (success, stdout, stderr).
     pub fn capstan(&self, args: &[&str]) -> Result<(bool, String, String)> {
         let out = Command::new(capstan_bin()).args(args).output()?;

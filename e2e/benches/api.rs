@@ -1,0 +1,1201 @@
+//! API benchmark: `capstan server` driven over HTTPS like kubectl drives kube-apiserver, with
+//! kube-apiserver v1.28 + etcd 3.4 reference figures (from the issue, same machine class) and
+//! the targets printed beside each figure.
+//!
+//! Run with `make bench-api` (builds `target/release/capstan`, then
+//! `cargo bench -p e2e --bench api`). It is not a test: it never fails on numbers, only when a
+//! server cannot be started or requests error (then the table is still printed, with `n/a` for
+//! what could not be measured, and the process exits non-zero).
+//!
+//! The client is a Rust HTTPS client built from the admin kubeconfig the server writes
+//! (`certificate-authority-data` is trusted, `client-certificate-data`/`client-key-data` are
+//! presented): rustls with ring, ALPN `h2` (HTTP/2 is required, as kubectl negotiates it), one
+//! `hyper` HTTP/2 connection per "connection" below, on a multi-threaded tokio runtime that
+//! shares the machine with the server. Every request has a timeout, so a hung server fails a
+//! step instead of hanging the bench; load steps have a time cap and report partial figures
+//! (marked `partial`) when they hit it.
+//!
+//! Figures (one server, started with the harness, serves steps 1–4; a second one on a fresh
+//! data directory serves 5 and 6):
+//!
+//! 1. **creates/s**: 32 connections, each creating small ConfigMaps (`data: {k: v}`) back to
+//!    back in one namespace, for 5 s or 20k creates, whichever comes first. Throughput is
+//!    completed creates / wall time; p50/p99 are per-request latencies as the client sees them.
+//! 2. **GETs/s**: 32 connections GET single ConfigMaps created in step 1 for 5 s.
+//! 3. **LIST 10k pods**: 10k minimal Pods (one `nginx` container) are created in a namespace
+//!    by 32 connections (untimed), then 20 full LISTs (no `limit`) run one after the other on
+//!    one connection; a LIST's time runs from sending the request to having read the whole
+//!    body. p50/p99 of the 20.
+//! 4. **watch delivery**: 1000 watches of the ConfigMaps collection of one (empty) namespace,
+//!    from the list's resourceVersion, multiplexed over 8 HTTP/2 connections (125 streams
+//!    each); then 50 creates in that namespace spaced 20 ms apart on another connection. For
+//!    every ADDED event a watcher reads, latency = time the watcher read the frame holding the
+//!    event's last byte − time the create request was sent. p50/p99 over all deliveries and
+//!    how many of the 50 × 1000 arrived (within 10 s of the last create).
+//! 5. **RSS**: `VmRSS` (from `/proc/<pid>/status`) of a server holding 100k ConfigMaps of
+//!    1 KiB data each (created by 32 connections, progress every 10k) and nothing else but
+//!    its bootstrap objects. Printed in MB (10^6 bytes), as the reference is.
+//! 6. **start to ready**: time from spawning `capstan server` until `GET /readyz` answers 200
+//!    (polled every 10 ms over a new connection each time, with the admin credentials as
+//!    soon as the kubeconfig exists), first on a fresh data directory (PKI creation
+//!    included), then after SIGKILL of the server of step 5, on its data directory holding the
+//!    100k ConfigMaps. These two starts are spawned by the bench itself with the harness's
+//!    command line: the harness's own readiness probe runs `kubectl` every 100 ms, too coarse
+//!    for the figure.
+//!
+//! The table goes to stdout, progress lines to stderr. Client and server share two cores,
+//! so the client's own work (TLS, JSON parsing of watch events) is part of every figure;
+//! numbers from one run are noisy: compare orders of magnitude.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::future::Future;
+use std::path::Path;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use base64::Engine as _;
+use e2e::{ServerProcess, capstan_bin, free_port};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::client::conn::http2::SendRequest;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use serde_json::{Value, json};
+use tokio::runtime::Runtime;
+use tokio::task::JoinSet;
+
+/// Connections of the create, get and load steps.
+const CONNS: usize = 32;
+/// Steps 1 and 2: time and op limits.
+const ROW_TIME: Duration = Duration::from_secs(5);
+const CREATE_MAX_OPS: u64 = 20_000;
+const GET_MAX_OPS: u64 = 1_000_000;
+/// Step 3: pods, LIST count, time caps of loading and listing.
+const PODS: u64 = 10_000;
+const LISTS: usize = 20;
+const POD_LOAD_CAP: Duration = Duration::from_secs(180);
+const LIST_CAP: Duration = Duration::from_secs(120);
+/// Step 4: watchers, connections they share, creates and their spacing, wait for stragglers.
+const WATCHERS: usize = 1000;
+const WATCH_CONNS: usize = 8;
+const WATCH_CREATES: usize = 50;
+const WATCH_SPACING: Duration = Duration::from_millis(20);
+const WATCH_GRACE: Duration = Duration::from_secs(10);
+/// Step 5: ConfigMaps held, their data size, time cap of loading them, progress interval.
+const BIG_CMS: u64 = 100_000;
+const BIG_DATA: usize = 1024;
+const BIG_LOAD_CAP: Duration = Duration::from_secs(300);
+const PROGRESS_EVERY: u64 = 10_000;
+/// Step 6: poll interval and caps.
+const READY_POLL: Duration = Duration::from_millis(10);
+const FRESH_READY_CAP: Duration = Duration::from_secs(60);
+const RESTART_READY_CAP: Duration = Duration::from_secs(180);
+/// Per-request timeout; LISTs of 10k pods get a longer one.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+const LIST_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("api bench failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs every step; `Ok(false)` when some failed (the table is printed regardless).
+fn run() -> Result<bool> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let tmp = tempfile::Builder::new()
+        .prefix("capstan-api-bench-")
+        .tempdir()?;
+    eprintln!(
+        "data in {}; capstan binary {}",
+        tmp.path().display(),
+        capstan_bin().display()
+    );
+    let mut figures = Figures::new();
+    let mut ok = true;
+
+    // Steps 1–4 on one server; dropping it (end of the block, or `?` inside) kills it.
+    {
+        let dir = tmp.path().join("server-a");
+        match ServerProcess::start(&dir) {
+            Err(e) => {
+                ok = false;
+                eprintln!("[server A] FAILED to start: {e:#}");
+            }
+            Ok(server) => {
+                eprintln!("[server A] ready at {} (pid {})", server.url, server.pid());
+                let steps: [(&str, StepFn); 3] = [
+                    ("creates and gets", steps_create_get),
+                    ("LIST 10k pods", step_list),
+                    ("watch", step_watch),
+                ];
+                for (name, step) in steps {
+                    if let Err(e) = step(&rt, &server, &mut figures) {
+                        ok = false;
+                        eprintln!("[{name}] FAILED: {e:#}");
+                        eprintln!("[server A] last log lines:\n{}", tail(&server.log(), 30));
+                    }
+                }
+            }
+        }
+    }
+
+    // Steps 6 (fresh), 5, 6 (restart) on a second data directory.
+    if let Err(e) = steps_rss_and_start(&rt, &tmp.path().join("server-b"), &mut figures) {
+        ok = false;
+        eprintln!("[RSS / start to ready] FAILED: {e:#}");
+        let log = std::fs::read_to_string(tmp.path().join("server-b.log")).unwrap_or_default();
+        eprintln!("[server B] last log lines:\n{}", tail(&log, 30));
+    }
+
+    figures.print();
+    ok &= !figures.failed;
+    Ok(ok)
+}
+
+type StepFn = fn(&Runtime, &ServerProcess, &mut Figures) -> Result<()>;
+
+// ---------------------------------------------------------------------------------------------
+// Steps.
+
+/// Steps 1 and 2: ConfigMap creates, then GETs of what was created.
+fn steps_create_get(rt: &Runtime, server: &ServerProcess, figs: &mut Figures) -> Result<()> {
+    let api = Api::from_kubeconfig(&server.kubeconfig, port_of(&server.url)?)?;
+    let ns = "bench-create";
+    rt.block_on(api.create_namespace(ns))?;
+
+    let path = format!("/api/v1/namespaces/{ns}/configmaps");
+    let s = rt.block_on(drive(
+        &api,
+        CONNS,
+        CREATE_MAX_OPS,
+        ROW_TIME,
+        None,
+        move |mut c: Conn, n| {
+            let path = path.clone();
+            async move {
+                let body = configmap_json(&format!("cm-{n}"), "v");
+                c.expect(Method::POST, &path, Some(body), StatusCode::CREATED)
+                    .await
+                    .map(drop)
+            }
+        },
+    ))?;
+    eprintln!("[create @{CONNS}] {s}");
+    figs.set_run(ROW_CREATE, &s, format!("{}/s", thousands(s.ops_per_sec())));
+    figs.set_run(
+        ROW_CREATE_LAT,
+        &s,
+        format!(
+            "{:.1} / {:.1}",
+            s.percentile_ms(0.50),
+            s.percentile_ms(0.99)
+        ),
+    );
+    let created = s.count();
+    if created == 0 {
+        bail!("no ConfigMap was created; GETs skipped");
+    }
+
+    let s = rt.block_on(drive(
+        &api,
+        CONNS,
+        GET_MAX_OPS,
+        ROW_TIME,
+        None,
+        move |mut c: Conn, n| async move {
+            let i = n.wrapping_mul(7919) % created;
+            let path = format!("/api/v1/namespaces/{ns}/configmaps/cm-{i}");
+            c.expect(Method::GET, &path, None, StatusCode::OK)
+                .await
+                .map(drop)
+        },
+    ))?;
+    eprintln!("[get @{CONNS}] {s}");
+    figs.set_run(ROW_GET, &s, format!("{}/s", thousands(s.ops_per_sec())));
+    figs.set_run(
+        ROW_GET_LAT,
+        &s,
+        format!(
+            "{:.1} / {:.1}",
+            s.percentile_ms(0.50),
+            s.percentile_ms(0.99)
+        ),
+    );
+    Ok(())
+}
+
+/// Step 3: 10k pods, then 20 full LISTs.
+fn step_list(rt: &Runtime, server: &ServerProcess, figs: &mut Figures) -> Result<()> {
+    let api = Api::from_kubeconfig(&server.kubeconfig, port_of(&server.url)?)?;
+    let ns = "bench-pods";
+    rt.block_on(api.create_namespace(ns))?;
+    let path = format!("/api/v1/namespaces/{ns}/pods");
+    let create_path = path.clone();
+    let s = rt.block_on(drive(
+        &api,
+        CONNS,
+        PODS,
+        POD_LOAD_CAP,
+        Some(("pods", 2_000)),
+        move |mut c: Conn, n| {
+            let path = create_path.clone();
+            async move {
+                let body = pod_json(&format!("p-{n}"));
+                c.expect(Method::POST, &path, Some(body), StatusCode::CREATED)
+                    .await
+                    .map(drop)
+            }
+        },
+    ))?;
+    eprintln!("[pods] {s}");
+    let pods = s.count();
+    let partial_pods = pods < PODS || s.errors > 0;
+    let pod_errors = s.errors;
+
+    let mut lat_us = Vec::new();
+    let mut items = None;
+    let mut bytes = 0;
+    let started = Instant::now();
+    let list_result: Result<()> = rt.block_on(async {
+        let mut c = api.connect().await?;
+        for i in 0..LISTS {
+            if started.elapsed() > LIST_CAP {
+                eprintln!("[list] time cap of {LIST_CAP:?} reached after {i} LISTs");
+                break;
+            }
+            let t = Instant::now();
+            let body = c
+                .call_timeout(Method::GET, &path, None, StatusCode::OK, LIST_TIMEOUT)
+                .await?;
+            lat_us.push(t.elapsed().as_micros() as u64);
+            bytes = body.len();
+            if items.is_none() {
+                let v: Value = serde_json::from_slice(&body).context("LIST body")?;
+                let n = v["items"].as_array().map_or(0, Vec::len);
+                items = Some(n);
+            }
+        }
+        Ok(())
+    });
+    lat_us.sort_unstable();
+    let s = RunStats {
+        lat_us,
+        elapsed: started.elapsed(),
+        errors: usize::from(list_result.is_err()),
+        first_error: list_result.as_ref().err().map(|e| format!("{e:#}")),
+        partial: false,
+    };
+    eprintln!(
+        "[list] {} LISTs of {} items ({bytes} bytes): p50 {:.1} ms, p99 {:.1} ms",
+        s.count(),
+        items.unwrap_or(0),
+        s.percentile_ms(0.50),
+        s.percentile_ms(0.99)
+    );
+    let mut cell = format!(
+        "{:.0} / {:.0}",
+        s.percentile_ms(0.50),
+        s.percentile_ms(0.99)
+    );
+    if s.count() < LISTS as u64 {
+        cell.push_str(&format!(" (partial: {} of {LISTS} LISTs)", s.count()));
+    }
+    if partial_pods || items.is_some_and(|n| n as u64 != PODS) {
+        cell.push_str(&format!(
+            " (partial: {} pods listed)",
+            thousands(items.unwrap_or(0) as f64)
+        ));
+    }
+    figs.set_run(ROW_LIST, &s, cell);
+    list_result?;
+    if pod_errors > 0 {
+        bail!("{pod_errors} connections stopped on a failed pod create");
+    }
+    Ok(())
+}
+
+/// Step 4: 1000 watchers, 50 creates 20 ms apart, delivery latency.
+fn step_watch(rt: &Runtime, server: &ServerProcess, figs: &mut Figures) -> Result<()> {
+    let api = Api::from_kubeconfig(&server.kubeconfig, port_of(&server.url)?)?;
+    let ns = "bench-watch";
+    let path = format!("/api/v1/namespaces/{ns}/configmaps");
+    rt.block_on(async {
+        api.create_namespace(ns).await?;
+        let mut control = api.connect().await?;
+        let list = control
+            .expect(Method::GET, &path, None, StatusCode::OK)
+            .await?;
+        let list: Value = serde_json::from_slice(&list).context("list body")?;
+        let rv = list["metadata"]["resourceVersion"]
+            .as_str()
+            .context("list without resourceVersion")?
+            .to_owned();
+
+        // Open every watch and wait for its response headers before the first create.
+        let t = Instant::now();
+        let mut conns = Vec::new();
+        for _ in 0..WATCH_CONNS {
+            conns.push(api.connect().await?);
+        }
+        let watch_path = format!("{path}?watch=1&resourceVersion={rv}");
+        let mut opening = JoinSet::new();
+        for i in 0..WATCHERS {
+            let mut c = conns[i % WATCH_CONNS].clone();
+            let watch_path = watch_path.clone();
+            opening.spawn(async move {
+                let resp = tokio::time::timeout(
+                    Duration::from_secs(30),
+                    c.send(Method::GET, &watch_path, None),
+                )
+                .await
+                .context("watch request timed out")??;
+                if resp.status() != StatusCode::OK {
+                    let status = resp.status();
+                    let body = resp.into_body().collect().await?.to_bytes();
+                    bail!("watch: {status}: {}", String::from_utf8_lossy(&body));
+                }
+                Ok(resp)
+            });
+        }
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let delivered = Arc::new(AtomicU64::new(0));
+        let mut readers = JoinSet::new();
+        let mut open_errors = 0;
+        let mut first_open_error = None;
+        while let Some(joined) = opening.join_next().await {
+            match joined? {
+                Ok(resp) => {
+                    readers.spawn(read_watch(
+                        resp.into_body(),
+                        stop_rx.clone(),
+                        Arc::clone(&delivered),
+                    ));
+                }
+                Err(e) => {
+                    open_errors += 1;
+                    first_open_error.get_or_insert(format!("{e:#}"));
+                }
+            }
+        }
+        let watching = readers.len();
+        eprintln!(
+            "[watch] {watching} watches open over {WATCH_CONNS} connections in {} ms \
+             ({open_errors} failed)",
+            t.elapsed().as_millis()
+        );
+        if let Some(e) = &first_open_error {
+            eprintln!("[watch] first failure: {e}");
+        }
+
+        // 50 creates, 20 ms apart, each on its own task so a slow one does not delay the next.
+        let sent = Arc::new(Mutex::new(vec![None::<Instant>; WATCH_CREATES]));
+        let mut creates = JoinSet::new();
+        let mut tick = tokio::time::interval(WATCH_SPACING);
+        for i in 0..WATCH_CREATES {
+            tick.tick().await;
+            let mut c = control.clone();
+            let path = path.clone();
+            let sent = Arc::clone(&sent);
+            creates.spawn(async move {
+                let body = configmap_json(&format!("w-{i}"), "v");
+                if let Ok(mut s) = sent.lock() {
+                    s[i] = Some(Instant::now());
+                }
+                c.expect(Method::POST, &path, Some(body), StatusCode::CREATED)
+                    .await
+                    .map(drop)
+            });
+        }
+        let mut create_errors = 0;
+        while let Some(joined) = creates.join_next().await {
+            if let Err(e) = joined? {
+                create_errors += 1;
+                eprintln!("[watch] create failed: {e:#}");
+            }
+        }
+        let last_create = Instant::now();
+        let want = (watching * (WATCH_CREATES - create_errors)) as u64;
+        while delivered.load(Ordering::Relaxed) < want && last_create.elapsed() < WATCH_GRACE {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = stop_tx.send(true);
+
+        let sent: Vec<Option<Instant>> = sent.lock().map(|s| s.clone()).unwrap_or_default();
+        let mut lat_us = Vec::new();
+        let mut ended_early = 0;
+        let mut read_errors = 0;
+        while let Some(joined) = readers.join_next().await {
+            let r = joined?;
+            ended_early += usize::from(r.ended_early);
+            if let Some(e) = r.error {
+                if read_errors == 0 {
+                    eprintln!("[watch] first read error: {e}");
+                }
+                read_errors += 1;
+            }
+            for (i, at) in r.events {
+                if let Some(Some(sent_at)) = sent.get(i) {
+                    lat_us.push(at.saturating_duration_since(*sent_at).as_micros() as u64);
+                }
+            }
+        }
+        lat_us.sort_unstable();
+        let total = (WATCHERS * WATCH_CREATES) as u64;
+        let s = RunStats {
+            lat_us,
+            elapsed: last_create.elapsed(),
+            errors: open_errors + create_errors + read_errors,
+            first_error: first_open_error,
+            partial: false,
+        };
+        eprintln!(
+            "[watch] {} of {total} deliveries ({watching} watchers, {create_errors} failed \
+             creates, {ended_early} streams ended early, {read_errors} read errors): \
+             p50 {:.1} ms, p99 {:.1} ms",
+            s.count(),
+            s.percentile_ms(0.50),
+            s.percentile_ms(0.99)
+        );
+        figs.set_run(
+            ROW_WATCH,
+            &s,
+            format!(
+                "{:.1} / {:.1}",
+                s.percentile_ms(0.50),
+                s.percentile_ms(0.99)
+            ),
+        );
+        figs.set(
+            ROW_WATCH_COUNT,
+            format!(
+                "{} of {}",
+                thousands(s.count() as f64),
+                thousands(total as f64)
+            ),
+        );
+        if open_errors + create_errors + read_errors + ended_early > 0 {
+            bail!(
+                "{open_errors} watches failed to open, {create_errors} creates failed, \
+                 {read_errors} read errors, {ended_early} streams ended early"
+            );
+        }
+        Ok(())
+    })
+}
+
+/// What one watcher saw: (create index, time read) per ADDED event of a `w-N` ConfigMap.
+struct WatchResult {
+    events: Vec<(usize, Instant)>,
+    ended_early: bool,
+    error: Option<String>,
+}
+
+/// Reads newline-delimited watch events until told to stop.
+async fn read_watch(
+    mut body: Incoming,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    delivered: Arc<AtomicU64>,
+) -> WatchResult {
+    let mut r = WatchResult {
+        events: Vec::new(),
+        ended_early: false,
+        error: None,
+    };
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return r,
+            frame = body.frame() => match frame {
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else { continue };
+                    let now = Instant::now();
+                    buf.extend_from_slice(&data);
+                    while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                        let line: Vec<u8> = buf.drain(..=pos).collect();
+                        match added_index(&line) {
+                            Ok(Some(i)) => {
+                                r.events.push((i, now));
+                                delivered.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Ok(None) => {}
+                            Err(e) => {
+                                r.error.get_or_insert(e);
+                            }
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    r.error.get_or_insert(format!("watch body: {e}"));
+                    r.ended_early = true;
+                    return r;
+                }
+                None => {
+                    r.ended_early = true;
+                    return r;
+                }
+            }
+        }
+    }
+}
+
+/// The N of an `ADDED` event of ConfigMap `w-N`; other ADDED events and bookmarks are
+/// skipped, any other event (MODIFIED, DELETED, ERROR) is unexpected.
+fn added_index(line: &[u8]) -> Result<Option<usize>, String> {
+    let v: Value = serde_json::from_slice(line).map_err(|e| format!("bad event: {e}"))?;
+    let name = v["object"]["metadata"]["name"].as_str().unwrap_or_default();
+    match (v["type"].as_str(), name.strip_prefix("w-")) {
+        (Some("ADDED"), Some(i)) => Ok(i.parse().ok()),
+        (Some("ADDED" | "BOOKMARK"), _) => Ok(None),
+        _ => Err(format!(
+            "unexpected event: {}",
+            String::from_utf8_lossy(&line[..line.len().min(300)])
+        )),
+    }
+}
+
+/// Steps 6 (fresh), 5 and 6 (restart) on `dir`.
+fn steps_rss_and_start(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
+    // Fresh start, timed; then killed and started again by the harness for the load.
+    let (spawned, took) = rt.block_on(spawn_until_ready(dir, FRESH_READY_CAP))?;
+    eprintln!("[start] fresh data dir: ready in {} ms", took.as_millis());
+    figs.set(ROW_START_FRESH, format!("{:.3} s", took.as_secs_f64()));
+    drop(spawned);
+
+    let server = ServerProcess::start(dir)?;
+    eprintln!("[server B] ready at {} (pid {})", server.url, server.pid());
+    let api = Api::from_kubeconfig(&server.kubeconfig, port_of(&server.url)?)?;
+    let ns = "bench-rss";
+    rt.block_on(api.create_namespace(ns))?;
+    let path = format!("/api/v1/namespaces/{ns}/configmaps");
+    let s = rt.block_on(drive(
+        &api,
+        CONNS,
+        BIG_CMS,
+        BIG_LOAD_CAP,
+        Some(("1-KiB ConfigMaps", PROGRESS_EVERY)),
+        move |mut c: Conn, n| {
+            let path = path.clone();
+            async move {
+                let data = "x".repeat(BIG_DATA);
+                let body = configmap_json(&format!("big-{n}"), &data);
+                c.expect(Method::POST, &path, Some(body), StatusCode::CREATED)
+                    .await
+                    .map(drop)
+            }
+        },
+    ))?;
+    eprintln!("[load] {s}");
+    let held = s.count();
+    let rss = rss_bytes(server.pid())?;
+    eprintln!(
+        "[rss] {:.1} MB ({:.1} MiB) holding {held} 1-KiB ConfigMaps",
+        rss as f64 / 1e6,
+        rss as f64 / (1024.0 * 1024.0)
+    );
+    let mut cell = format!("{:.1} MB", rss as f64 / 1e6);
+    if held < BIG_CMS {
+        cell.push_str(&format!(
+            " (partial: {} ConfigMaps held)",
+            thousands(held as f64)
+        ));
+    }
+    figs.set_run(ROW_RSS, &s, cell);
+
+    // SIGKILL (the harness's drop), then the timed restart on the same directory.
+    drop(server);
+    let (spawned, took) = rt.block_on(spawn_until_ready(dir, RESTART_READY_CAP))?;
+    eprintln!(
+        "[start] restart with {held} ConfigMaps: ready in {} ms",
+        took.as_millis()
+    );
+    let mut cell = format!("{:.3} s", took.as_secs_f64());
+    if held < BIG_CMS {
+        cell.push_str(&format!(
+            " (partial: {} ConfigMaps)",
+            thousands(held as f64)
+        ));
+    }
+    figs.set(ROW_START_RESTART, cell);
+    // The data must have survived: the last ConfigMap of the load is there.
+    if held > 0 {
+        let api = Api::from_kubeconfig(&dir.join("admin.kubeconfig"), spawned.port)?;
+        let path = format!("/api/v1/namespaces/{ns}/configmaps/big-{}", held - 1);
+        rt.block_on(async {
+            let mut c = api.connect().await?;
+            c.expect(Method::GET, &path, None, StatusCode::OK).await
+        })
+        .context("GET after restart")?;
+    }
+    drop(spawned);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timed starts.
+
+/// A `capstan server` spawned by the bench (same command line as the harness's); killed on drop.
+struct Spawned {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Spawns `capstan server` on `dir` and polls `GET /readyz` every 10 ms until it answers 200.
+/// Returns the process and the time from spawn to that answer.
+async fn spawn_until_ready(dir: &Path, cap: Duration) -> Result<(Spawned, Duration)> {
+    std::fs::create_dir_all(dir)?;
+    let log_path = dir.with_extension("log");
+    let log = File::options().create(true).append(true).open(&log_path)?;
+    let port = free_port();
+    let kubeconfig = dir.join("admin.kubeconfig");
+    let start = Instant::now();
+    let child = Command::new(capstan_bin())
+        .arg("server")
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["--secure-port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("spawning {}", capstan_bin().display()))?;
+    let mut spawned = Spawned { child, port };
+    let mut api = None;
+    loop {
+        if let Some(status) = spawned.child.try_wait()? {
+            bail!("capstan server exited early with {status}");
+        }
+        if api.is_none() && kubeconfig.exists() {
+            // The kubeconfig is written atomically; until it parses, try again.
+            api = Api::from_kubeconfig(&kubeconfig, port).ok();
+        }
+        if let Some(api) = &api {
+            let probe = async {
+                let mut c = api.connect().await?;
+                c.call(Method::GET, "/readyz", None).await
+            };
+            if let Ok(Ok((StatusCode::OK, _))) =
+                tokio::time::timeout(Duration::from_secs(1), probe).await
+            {
+                return Ok((spawned, start.elapsed()));
+            }
+        }
+        if start.elapsed() > cap {
+            bail!("capstan server not ready after {cap:?}");
+        }
+        tokio::time::sleep(READY_POLL).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The HTTPS client.
+
+/// TLS settings and address of one server.
+struct Api {
+    tls: Arc<rustls::ClientConfig>,
+    port: u16,
+}
+
+/// One HTTP/2 connection (cloning shares it: each clone is another stream on it).
+#[derive(Clone)]
+struct Conn {
+    send: SendRequest<Full<Bytes>>,
+    base: String,
+}
+
+impl Api {
+    /// Reads the CA, client certificate and key from a kubeconfig written by capstan (one
+    /// cluster, one user, base64 `*-data` fields).
+    fn from_kubeconfig(path: &Path, port: u16) -> Result<Self> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let field = |name: &str| -> Result<Vec<u8>> {
+            let value = text
+                .lines()
+                .find_map(|l| l.trim_start().strip_prefix(name))
+                .with_context(|| format!("no {name} in {}", path.display()))?;
+            let value = value.trim().trim_matches('"');
+            base64::engine::general_purpose::STANDARD
+                .decode(value)
+                .with_context(|| format!("{name} is not base64"))
+        };
+        let ca = field("certificate-authority-data:")?;
+        let cert = field("client-certificate-data:")?;
+        let key = field("client-key-data:")?;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(&ca) {
+            roots.add(c.context("CA PEM")?)?;
+        }
+        let chain = CertificateDer::pem_slice_iter(&cert)
+            .collect::<Result<Vec<_>, _>>()
+            .context("client certificate PEM")?;
+        let key = PrivateKeyDer::from_pem_slice(&key).context("client key PEM")?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)?;
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Api {
+            tls: Arc::new(tls),
+            port,
+        })
+    }
+
+    /// A new TCP + TLS + HTTP/2 connection; fails unless ALPN chose `h2`.
+    async fn connect(&self) -> Result<Conn> {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await?;
+        tcp.set_nodelay(true)?;
+        let name = ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into());
+        let tls = tokio_rustls::TlsConnector::from(Arc::clone(&self.tls))
+            .connect(name, tcp)
+            .await?;
+        if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
+            bail!("server did not negotiate h2 via ALPN");
+        }
+        let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .handshake(TokioIo::new(tls))
+            .await?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Conn {
+            send,
+            base: format!("https://127.0.0.1:{}", self.port),
+        })
+    }
+
+    /// Creates a namespace (a conflict is fine: it exists).
+    async fn create_namespace(&self, name: &str) -> Result<()> {
+        let mut c = self.connect().await?;
+        let body =
+            format!(r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{name}"}}}}"#);
+        let (status, resp) = c
+            .call(Method::POST, "/api/v1/namespaces", Some(body))
+            .await?;
+        if status != StatusCode::CREATED && status != StatusCode::CONFLICT {
+            bail!(
+                "creating namespace {name}: {status}: {}",
+                String::from_utf8_lossy(&resp)
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Conn {
+    /// Sends a request and returns the response with its body unread.
+    async fn send(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<Response<Incoming>> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("accept", "application/json");
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let req = req.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+        self.send.ready().await?;
+        Ok(self.send.send_request(req).await?)
+    }
+
+    /// Sends a request and reads the whole body (within `REQUEST_TIMEOUT`).
+    async fn call(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<(StatusCode, Bytes)> {
+        self.call_within(method, path, body, REQUEST_TIMEOUT).await
+    }
+
+    async fn call_within(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+        limit: Duration,
+    ) -> Result<(StatusCode, Bytes)> {
+        let what = format!("{method} {path}");
+        let exchange = async {
+            let resp = self.send(method, path, body).await?;
+            let status = resp.status();
+            let body = resp.into_body().collect().await?.to_bytes();
+            Ok::<_, anyhow::Error>((status, body))
+        };
+        tokio::time::timeout(limit, exchange)
+            .await
+            .with_context(|| format!("{what}: no answer within {limit:?}"))?
+            .with_context(|| what.clone())
+    }
+
+    /// As [`Conn::call`], failing unless the status is `want`.
+    async fn expect(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+        want: StatusCode,
+    ) -> Result<Bytes> {
+        self.call_timeout(method, path, body, want, REQUEST_TIMEOUT)
+            .await
+    }
+
+    async fn call_timeout(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+        want: StatusCode,
+        limit: Duration,
+    ) -> Result<Bytes> {
+        let what = format!("{method} {path}");
+        let (status, resp) = self.call_within(method, path, body, limit).await?;
+        if status != want {
+            bail!(
+                "{what}: {status} (want {want}): {}",
+                String::from_utf8_lossy(&resp[..resp.len().min(500)])
+            );
+        }
+        Ok(resp)
+    }
+}
+
+/// A ConfigMap named `name` with one data key `k` holding `value`.
+fn configmap_json(name: &str, value: &str) -> String {
+    let cm = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": {"k": value},
+    });
+    cm.to_string()
+}
+
+/// A minimal Pod named `name`: one `nginx` container.
+fn pod_json(name: &str) -> String {
+    let pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+    });
+    pod.to_string()
+}
+
+/// The port of `https://127.0.0.1:<port>`.
+fn port_of(url: &str) -> Result<u16> {
+    url.rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .with_context(|| format!("no port in {url}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load generation.
+
+/// Outcome of one load step.
+struct RunStats {
+    /// Per-request latencies in microseconds of the successful requests, sorted.
+    lat_us: Vec<u64>,
+    elapsed: Duration,
+    errors: usize,
+    first_error: Option<String>,
+    /// Stopped by its time cap before reaching its op count (load steps only).
+    partial: bool,
+}
+
+impl RunStats {
+    fn count(&self) -> u64 {
+        self.lat_us.len() as u64
+    }
+
+    fn ops_per_sec(&self) -> f64 {
+        self.lat_us.len() as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn percentile_ms(&self, q: f64) -> f64 {
+        if self.lat_us.is_empty() {
+            return f64::NAN;
+        }
+        let rank = ((q * self.lat_us.len() as f64).ceil() as usize).clamp(1, self.lat_us.len());
+        self.lat_us[rank - 1] as f64 / 1000.0
+    }
+
+    /// `figure`, marked when requests failed or the step hit its time cap.
+    fn cell(&self, figure: String) -> String {
+        let mut cell = figure;
+        if self.errors > 0 {
+            cell.push_str(&format!(" ({} errors)", self.errors));
+        }
+        if self.partial && !cell.contains("partial") {
+            cell.push_str(" (partial: time cap)");
+        }
+        cell
+    }
+}
+
+impl std::fmt::Display for RunStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ok in {:.2} s = {:.0}/s, p50 {:.1} ms, p99 {:.1} ms",
+            self.lat_us.len(),
+            self.elapsed.as_secs_f64(),
+            self.ops_per_sec(),
+            self.percentile_ms(0.50),
+            self.percentile_ms(0.99)
+        )?;
+        if self.errors > 0 {
+            write!(f, ", {} errors", self.errors)?;
+            if let Some(e) = &self.first_error {
+                write!(f, " (first: {e})")?;
+            }
+        }
+        if self.partial {
+            write!(f, ", PARTIAL (time cap reached)")?;
+        }
+        Ok(())
+    }
+}
+
+/// `conns` connections each run `op` back to back until `max_ops` ops were started or
+/// `max_time` passed. A connection whose request fails stops (the first error is kept); the
+/// others go on. `progress` = (what, every): a stderr line each `every` completed ops.
+async fn drive<F, Fut>(
+    api: &Api,
+    conns: usize,
+    max_ops: u64,
+    max_time: Duration,
+    progress: Option<(&'static str, u64)>,
+    op: F,
+) -> Result<RunStats>
+where
+    F: Fn(Conn, u64) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<()>> + Send,
+{
+    let mut connections = Vec::new();
+    for _ in 0..conns {
+        connections.push(api.connect().await?);
+    }
+    let next = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let deadline = start + max_time;
+    let mut set = JoinSet::new();
+    for conn in connections {
+        let (next, done, op) = (Arc::clone(&next), Arc::clone(&done), op.clone());
+        set.spawn(async move {
+            let mut lat = Vec::new();
+            loop {
+                if Instant::now() >= deadline {
+                    return (lat, None);
+                }
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= max_ops {
+                    return (lat, None);
+                }
+                let t = Instant::now();
+                if let Err(e) = op(conn.clone(), n).await {
+                    return (lat, Some(format!("{e:#}")));
+                }
+                lat.push(t.elapsed().as_micros() as u64);
+                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if let Some((what, every)) = progress
+                    && d % every == 0
+                {
+                    let secs = start.elapsed().as_secs_f64();
+                    eprintln!("  {d} {what} in {secs:.1} s ({:.0}/s)", d as f64 / secs);
+                }
+            }
+        });
+    }
+    let mut lat_us = Vec::new();
+    let mut errors = 0;
+    let mut first_error = None;
+    while let Some(joined) = set.join_next().await {
+        let (lat, err) = joined?;
+        lat_us.extend(lat);
+        if let Some(e) = err {
+            errors += 1;
+            first_error.get_or_insert(e);
+        }
+    }
+    let elapsed = start.elapsed();
+    lat_us.sort_unstable();
+    let partial = progress.is_some() && (lat_us.len() as u64) < max_ops && elapsed >= max_time;
+    Ok(RunStats {
+        lat_us,
+        elapsed,
+        errors,
+        first_error,
+        partial,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurements of the process.
+
+/// Resident set size of `pid`, from `/proc/<pid>/status`.
+fn rss_bytes(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .context("no VmRSS line")?;
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .context("bad VmRSS line")?
+        .parse()?;
+    Ok(kib * 1024)
+}
+
+fn tail(log: &str, lines: usize) -> String {
+    let all: Vec<&str> = log.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// `1234.5` → `"1,235"`.
+fn thousands(v: f64) -> String {
+    if !v.is_finite() {
+        return "n/a".to_owned();
+    }
+    let digits = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if v < 0.0 { format!("-{out}") } else { out }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The table.
+
+const ROW_CREATE: &str = "ConfigMap creates/s (32 conns, 5 s or 20k)";
+const ROW_CREATE_LAT: &str = "  create latency p50 / p99 ms";
+const ROW_GET: &str = "ConfigMap GETs/s (32 conns, 5 s)";
+const ROW_GET_LAT: &str = "  GET latency p50 / p99 ms";
+const ROW_LIST: &str = "LIST 10k pods p50 / p99 ms (20 LISTs)";
+const ROW_WATCH: &str = "watch delivery p50 / p99 ms (1000 watchers)";
+const ROW_WATCH_COUNT: &str = "  watch deliveries arrived";
+const ROW_RSS: &str = "RSS holding 100k 1-KiB ConfigMaps";
+const ROW_START_FRESH: &str = "start to ready, fresh data dir";
+const ROW_START_RESTART: &str = "start to ready, restart with 100k ConfigMaps";
+
+/// (row, kube-apiserver + etcd reference, target), in print order.
+const ROWS: [(&str, &str, &str); 10] = [
+    (ROW_CREATE, "1,325/s", "≥ 5,000/s"),
+    (ROW_CREATE_LAT, "– / 57", "–"),
+    (ROW_GET, "2,744/s", "≥ 10,000/s"),
+    (ROW_GET_LAT, "–", "–"),
+    (ROW_LIST, "358 / –", "p50 ≤ 60"),
+    (ROW_WATCH, "– / 50", "p99 ≤ 20"),
+    (ROW_WATCH_COUNT, "–", "–"),
+    (ROW_RSS, "1.65 GB", "≤ 400 MB"),
+    (ROW_START_FRESH, "3–4.5 s", "≤ 0.5 s"),
+    (ROW_START_RESTART, "3–4.5 s", "≤ 0.5 s"),
+];
+
+/// The capstan column, by row.
+struct Figures {
+    cells: HashMap<&'static str, String>,
+    /// Some figure carries an error mark.
+    failed: bool,
+}
+
+impl Figures {
+    fn new() -> Self {
+        Figures {
+            cells: HashMap::new(),
+            failed: false,
+        }
+    }
+
+    fn set(&mut self, row: &'static str, cell: String) {
+        self.cells.insert(row, cell);
+    }
+
+    /// Sets a figure measured by `s`, marked as [`RunStats::cell`] does.
+    fn set_run(&mut self, row: &'static str, s: &RunStats, figure: String) {
+        self.failed |= s.errors > 0;
+        self.set(row, s.cell(figure));
+    }
+
+    fn print(&self) {
+        let mut lines = vec![[
+            "metric".to_owned(),
+            "capstan".to_owned(),
+            "kube-apiserver+etcd (reference)".to_owned(),
+            "target".to_owned(),
+        ]];
+        for (row, reference, target) in ROWS {
+            lines.push([
+                row.to_owned(),
+                self.cells
+                    .get(row)
+                    .cloned()
+                    .unwrap_or_else(|| "n/a".to_owned()),
+                reference.to_owned(),
+                target.to_owned(),
+            ]);
+        }
+        let width = |s: &str| s.chars().count();
+        let mut widths = [0; 4];
+        for line in &lines {
+            for (w, cell) in widths.iter_mut().zip(line) {
+                *w = (*w).max(width(cell));
+            }
+        }
+        let pad = |s: &str, w: usize, right: bool| {
+            let fill = " ".repeat(w - width(s));
+            if right {
+                format!("{fill}{s}")
+            } else {
+                format!("{s}{fill}")
+            }
+        };
+        for (i, line) in lines.iter().enumerate() {
+            let [label, c, r, t] = line;
+            let [w0, w1, w2, w3] = widths;
+            println!(
+                "| {} | {} | {} | {} |",
+                pad(label, w0, false),
+                pad(c, w1, true),
+                pad(r, w2, true),
+                pad(t, w3, true)
+            );
+            if i == 0 {
+                let dashes = |w: usize| "-".repeat(w);
+                let (d0, d1, d2, d3) = (dashes(w0), dashes(w1), dashes(w2), dashes(w3));
+                println!("|-{d0}-|-{d1}:|-{d2}:|-{d3}:|");
+            }
+        }
+    }
+}
