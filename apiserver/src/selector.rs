@@ -136,10 +136,12 @@ impl FieldSelector {
     }
 
     /// Whether `obj` satisfies every term (fields are dotted JSON paths).
-    pub fn matches(&self, obj: &Value) -> bool {
+    pub fn matches(&self, obj: &serde_json::Map<String, Value>) -> bool {
         self.0.iter().all(|(field, eq, value)| {
-            let mut cur = obj;
-            for seg in field.split('.') {
+            let mut segs = field.split('.');
+            let first = segs.next().unwrap_or("");
+            let mut cur = obj.get(first).unwrap_or(&Value::Null);
+            for seg in segs {
                 cur = cur.get(seg).unwrap_or(&Value::Null);
             }
             let actual = match cur {
@@ -183,6 +185,6 @@ mod tests {
     fn unsupported_field_is_a_bad_request() {
         assert!(FieldSelector::parse("spec.foo=1", &["metadata.name"]).is_err());
         let f = FieldSelector::parse("metadata.name=x", &["metadata.name"]).unwrap();
-        assert!(f.matches(&json!({"metadata": {"name": "x"}})));
+        assert!(f.matches(json!({"metadata": {"name": "x"}}).as_object().unwrap()));
     }
 }

@@ -424,10 +424,8 @@ impl Filter {
         let labels = obj
             .get("metadata")
             .and_then(|m| m.get("labels"))
-            .cloned()
-            .unwrap_or(Value::Null);
-        let value = Value::Object(obj.clone());
-        self.labels.matches(&labels) && self.fields.matches(&value)
+            .unwrap_or(&Value::Null);
+        self.labels.matches(labels) && self.fields.matches(obj)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
