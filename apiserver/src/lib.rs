@@ -23,6 +23,7 @@ pub mod selector;
 pub mod server;
 pub mod storage;
 pub mod tables;
+pub mod validation;
 pub mod watch_cache;
 
 use std::sync::Arc;

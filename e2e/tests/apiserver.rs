@@ -276,6 +276,26 @@ fn errors_use_upstream_reasons_and_messages() {
         "{err}"
     );
 
+    // Upstream's field validation of the main fields.
+    let mismatch = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: m\nspec:\n  selector: {matchLabels: {app: x}}\n  template:\n    metadata: {labels: {app: web2}}\n    spec:\n      containers: [{name: c, image: nginx}]\n";
+    let (created, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(mismatch))
+        .expect("kubectl");
+    assert!(
+        !created
+            && err.contains("The Deployment \"m\" is invalid")
+            && err.contains("spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"web2\"}: `selector` does not match template `labels`"),
+        "{err}"
+    );
+    let no_containers =
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers: []\n";
+    let (created, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(no_containers))
+        .expect("kubectl");
+    assert!(
+        !created && err.contains("spec.containers: Required value"),
+        "{err}"
+    );
     let missing_ns = d.path().join("ns.yaml");
     std::fs::write(
         &missing_ns,

@@ -622,7 +622,7 @@ async fn create(
     // Upstream also defaults when decoding from storage: status cleared above reads back
     // with its defaults (e.g. PVC status.phase).
     crate::defaults::apply(r, &mut obj);
-    object::validate(r, &obj)?;
+    object::validate(r, &obj, true, None)?;
     if r.namespaced {
         check_namespace(ctx, namespace).await?;
     }
@@ -719,7 +719,7 @@ async fn store_update(
         }
         object::prepare_for_update(r, &mut new, old);
     }
-    object::validate(r, &new)?;
+    object::validate(r, &new, !status_only, Some(old))?;
     if dry_run(q) {
         if let Some(m) = object::meta(&mut new) {
             m.insert("resourceVersion".into(), json!(expected.to_string()));

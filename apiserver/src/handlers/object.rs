@@ -202,7 +202,15 @@ fn validate_labels(obj: &Map<String, Value>) -> Vec<FieldError> {
 }
 
 /// Runs the metadata validation every kind shares; `Invalid` (422) on failure.
-pub(crate) fn validate(r: &ResourceInfo, obj: &Map<String, Value>) -> Result<()> {
+///
+/// With `fields`, also upstream's validation of the kind's main fields
+/// (`crate::validation`), given the stored object on update.
+pub(crate) fn validate(
+    r: &ResourceInfo,
+    obj: &Map<String, Value>,
+    fields: bool,
+    old: Option<&Map<String, Value>>,
+) -> Result<()> {
     let name = meta_str(obj, "name");
     let mut causes = Vec::new();
     if name.is_empty() {
@@ -215,6 +223,9 @@ pub(crate) fn validate(r: &ResourceInfo, obj: &Map<String, Value>) -> Result<()>
         causes.push(e);
     }
     causes.extend(validate_labels(obj));
+    if fields {
+        causes.extend(crate::validation::validate(r, obj, old));
+    }
     if causes.is_empty() {
         Ok(())
     } else {
