@@ -97,7 +97,7 @@ pub enum ApiError {
     #[error("{0}")]
     Gone(String),
     /// 422 with field causes.
-    #[error("{kind} \"{name}\" is invalid: {}", summarize(.causes))]
+    #[error("{} \"{name}\" is invalid: {}", qualified_kind(kind, group), summarize(.causes))]
     Invalid {
         /// API group of the kind.
         group: String,
@@ -132,6 +132,15 @@ pub enum ApiError {
     /// 504.
     #[error("{0}")]
     Timeout(String),
+}
+
+/// `Kind.group` as upstream's `GroupKind.String()` prints it (`Deployment.apps`, `ConfigMap`).
+fn qualified_kind(kind: &str, group: &str) -> String {
+    if group.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}.{group}")
+    }
 }
 
 fn summarize(causes: &[FieldError]) -> String {

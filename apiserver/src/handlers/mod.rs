@@ -3,6 +3,7 @@
 //! `dispatch` reads the [`RequestInfo`] parsed by the pipeline, finds the resource, and runs
 //! the verb: decode → prepare (server-owned metadata) → validate → storage → encode.
 
+mod delete;
 mod object;
 mod service;
 mod subresources;
@@ -223,8 +224,12 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
             )
             .await
         }
-        ("", "delete") => delete(ctx, r, namespace, &info.name, &body, &query).await,
-        ("", "deletecollection") => delete_collection(ctx, r, namespace, &query).await,
+        ("", "delete") => {
+            delete::delete(ctx, r, namespace, &info.name, &parts.headers, &body, &query).await
+        }
+        ("", "deletecollection") => {
+            delete::delete_collection(ctx, r, namespace, &parts.headers, &body, &query).await
+        }
         ("status", "get") if has_status(r) => get(ctx, r, namespace, &info.name, &render).await,
         ("status", "update") if has_status(r) => {
             update(
@@ -727,14 +732,8 @@ async fn store_update(
         return Ok(new);
     }
     // An object being deleted whose last finalizer is removed goes away now.
-    let finalizers_empty = new
-        .get("metadata")
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty);
-    let deleting = !object::meta_str(&new, "deletionTimestamp").is_empty();
     let key = registry::key(r, namespace, name);
-    if deleting && finalizers_empty && !status_only {
+    if !status_only && delete::delete_during_update(r, &new, old) {
         let rev = ctx
             .storage
             .delete(&key, expected)
@@ -889,138 +888,6 @@ async fn patch(
         name: name.into(),
         detail: MODIFIED.into(),
     })
-}
-
-/// DELETE: immediate removal, or — when the object has finalizers — marking it with a
-/// deletionTimestamp so the finalizers' owners can finish first (namespaces too: the
-/// namespace controller removes their `kubernetes` finalizer).
-async fn delete(
-    ctx: &Ctx,
-    r: &ResourceInfo,
-    namespace: &str,
-    name: &str,
-    body: &[u8],
-    q: &Query,
-) -> Result<Response> {
-    let opts: Value = if body.is_empty() {
-        json!({})
-    } else {
-        serde_json::from_slice(body)
-            .map_err(|e| ApiError::BadRequest(format!("error decoding DeleteOptions: {e}")))?
-    };
-    let (mut obj, current) = load(ctx, r, namespace, name).await?;
-    if let Some(pre) = opts.get("preconditions") {
-        let uid_ok = pre
-            .get("uid")
-            .and_then(Value::as_str)
-            .is_none_or(|u| u == object::meta_str(&obj, "uid"));
-        let rv_ok = pre
-            .get("resourceVersion")
-            .and_then(Value::as_str)
-            .is_none_or(|v| v == current.to_string());
-        if !uid_ok || !rv_ok {
-            let detail = if uid_ok {
-                format!(
-                    "the ResourceVersion in the precondition ({}) does not match the ResourceVersion in record ({current}). The object might have been modified",
-                    pre.get("resourceVersion")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                )
-            } else {
-                format!(
-                    "the UID in the precondition ({}) does not match the UID in record ({}). The object might have been deleted and then recreated",
-                    pre.get("uid").and_then(Value::as_str).unwrap_or(""),
-                    object::meta_str(&obj, "uid")
-                )
-            };
-            return Err(ApiError::Conflict {
-                resource: object::group_resource(r),
-                name: name.into(),
-                detail,
-            });
-        }
-    }
-    let has_finalizers = obj
-        .get("metadata")
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
-        .is_some_and(|f| !f.is_empty())
-        || (r.plural == "namespaces"
-            && obj
-                .get("spec")
-                .and_then(|s| s.get("finalizers"))
-                .and_then(Value::as_array)
-                .is_some_and(|f| !f.is_empty()));
-    let key = registry::key(r, namespace, name);
-    if has_finalizers {
-        if object::meta_str(&obj, "deletionTimestamp").is_empty() {
-            if let Some(m) = object::meta(&mut obj) {
-                m.insert("deletionTimestamp".into(), json!(object::now()));
-                m.insert("deletionGracePeriodSeconds".into(), json!(0));
-                m.remove("resourceVersion");
-            }
-            if r.plural == "namespaces" {
-                obj.insert("status".into(), json!({ "phase": "Terminating" }));
-            }
-            if !dry_run(q) {
-                let rev = ctx
-                    .storage
-                    .update(&key, object::encode(&obj)?, current)
-                    .await
-                    .map_err(|e| conflict_or(e, r, name))?;
-                if let Some(m) = object::meta(&mut obj) {
-                    m.insert("resourceVersion".into(), json!(rev.to_string()));
-                }
-            }
-        }
-        return Ok(object_response(StatusCode::OK, obj));
-    }
-    if !dry_run(q) {
-        ctx.storage
-            .delete(&key, current)
-            .await
-            .map_err(|e| conflict_or(e, r, name))?;
-        if is_service(r) {
-            service::release(ctx, &service::held_keys(&obj)).await;
-        }
-    }
-    Ok(object_response(StatusCode::OK, obj))
-}
-
-async fn delete_collection(
-    ctx: &Ctx,
-    r: &ResourceInfo,
-    namespace: &str,
-    q: &Query,
-) -> Result<Response> {
-    let filter = Filter::from_query(r, q)?;
-    let prefix = registry::prefix(r, namespace);
-    let page = ctx
-        .storage
-        .list(&prefix, None, 0, 0)
-        .await
-        .map_err(storage_error)?;
-    let mut deleted = Vec::new();
-    for (key, stored) in page.items {
-        let obj = object::from_stored(&stored.value, stored.revision)?;
-        if !filter.matches(&obj) {
-            continue;
-        }
-        let name = object::meta_str(&obj, "name").to_owned();
-        let ns = object::meta_str(&obj, "namespace").to_owned();
-        match delete(ctx, r, &ns, &name, &[], q).await {
-            Ok(_) | Err(ApiError::NotFound { .. }) => deleted.push(Value::Object(obj)),
-            Err(e) => return Err(e),
-        }
-        let _ = key;
-    }
-    let list = json!({
-        "kind": format!("{}List", r.kind),
-        "apiVersion": registry::api_version(r),
-        "metadata": { "resourceVersion": ctx.storage.current_revision().to_string() },
-        "items": deleted,
-    });
-    Ok(json_response(StatusCode::OK, &list))
 }
 
 /// Creates the namespaces every cluster starts with, if missing.

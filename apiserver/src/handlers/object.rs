@@ -201,6 +201,48 @@ fn validate_labels(obj: &Map<String, Value>) -> Vec<FieldError> {
     errs
 }
 
+/// Upstream's `ValidateNoNewFinalizers`: an object being deleted may lose finalizers, never
+/// gain them.
+fn no_new_finalizers_while_deleting(
+    new: &Map<String, Value>,
+    old: &Map<String, Value>,
+) -> Option<FieldError> {
+    if meta_str(old, "deletionTimestamp").is_empty() {
+        return None;
+    }
+    let list = |o: &Map<String, Value>| -> Vec<String> {
+        o.get("metadata")
+            .and_then(|m| m.get("finalizers"))
+            .and_then(Value::as_array)
+            .map(|f| {
+                f.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let before = list(old);
+    let mut extra: Vec<String> = list(new)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    if extra.is_empty() {
+        return None;
+    }
+    extra.sort();
+    extra.dedup();
+    let quoted: Vec<String> = extra.iter().map(|f| format!("{f:?}")).collect();
+    Some(FieldError {
+        reason: "FieldValueForbidden",
+        field: "metadata.finalizers".into(),
+        message: format!(
+            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+            quoted.join(", ")
+        ),
+    })
+}
+
 /// Runs the metadata validation every kind shares; `Invalid` (422) on failure.
 ///
 /// With `fields`, also upstream's validation of the kind's main fields
@@ -223,6 +265,9 @@ pub(crate) fn validate(
         causes.push(e);
     }
     causes.extend(validate_labels(obj));
+    if let Some(old) = old {
+        causes.extend(no_new_finalizers_while_deleting(obj, old));
+    }
     if fields {
         causes.extend(crate::validation::validate(r, obj, old));
     }
