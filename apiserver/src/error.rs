@@ -132,6 +132,15 @@ pub enum ApiError {
     /// 504.
     #[error("{0}")]
     Timeout(String),
+    /// 504 for a read at a resourceVersion the server has not reached (after waiting for it),
+    /// with upstream's `ResourceVersionTooLarge` cause and `retryAfterSeconds: 1`.
+    #[error("Timeout: Too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion {
+        /// The resourceVersion asked for.
+        requested: i64,
+        /// The store's revision.
+        current: i64,
+    },
 }
 
 /// `Kind.group` as upstream's `GroupKind.String()` prints it (`Deployment.apps`, `ConfigMap`).
@@ -173,7 +182,9 @@ impl ApiError {
             ApiError::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::ServiceUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::Timeout(_) | ApiError::TooLargeResourceVersion { .. } => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
         }
     }
 
@@ -195,7 +206,7 @@ impl ApiError {
             ApiError::TooManyRequests => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
-            ApiError::Timeout(_) => "Timeout",
+            ApiError::Timeout(_) | ApiError::TooLargeResourceVersion { .. } => "Timeout",
         }
     }
 
@@ -232,6 +243,10 @@ impl ApiError {
                 Some(d)
             }
             ApiError::TooManyRequests => Some(json!({ "retryAfterSeconds": 1 })),
+            ApiError::TooLargeResourceVersion { .. } => Some(json!({
+                "causes": [{ "reason": "ResourceVersionTooLarge", "message": "Too large resource version" }],
+                "retryAfterSeconds": 1,
+            })),
             _ => None,
         };
         let mut status = json!({
@@ -272,7 +287,10 @@ impl IntoResponse for ApiError {
             tracing::error!(err = %self, "internal error");
         }
         let mut resp = (self.code(), axum::Json(self.status())).into_response();
-        if matches!(self, ApiError::TooManyRequests) {
+        if matches!(
+            self,
+            ApiError::TooManyRequests | ApiError::TooLargeResourceVersion { .. }
+        ) {
             resp.headers_mut().insert(
                 http::header::RETRY_AFTER,
                 http::HeaderValue::from_static("1"),

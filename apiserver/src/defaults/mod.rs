@@ -27,7 +27,7 @@
 //! never drops), and `divisor: "0"` on every `resourceFieldRef` (a non-pointer quantity).
 //!
 //! Not done here, because upstream does it elsewhere: the registry strategies and REST storage
-//! (generated Job selectors and labels, Service cluster IPs, `ipFamilies` and
+//! (generated Job selectors and labels: `handlers::strategy`; Service cluster IPs, `ipFamilies` and
 //! `ipFamilyPolicy`, Namespace `spec.finalizers`, Pod `status`), and admission plugins
 //! (ServiceAccount, Priority with `priority`/`preemptionPolicy`, DefaultTolerationSeconds,
 //! DefaultStorageClass). Resource quantities are stored as sent: upstream rounds them up to

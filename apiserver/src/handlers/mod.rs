@@ -4,8 +4,10 @@
 //! the verb: decode → prepare (server-owned metadata) → validate → storage → encode.
 
 mod delete;
+mod freshness;
 mod object;
 mod service;
+mod strategy;
 mod subresources;
 mod watch;
 
@@ -91,6 +93,11 @@ fn decode_component(s: &str) -> String {
 
 fn dry_run(q: &Query) -> bool {
     q.get("dryRun").is_some_and(|v| v == "All")
+}
+
+/// The `resourceVersion` query parameter (`""` when absent).
+fn query_rv(q: &Query) -> &str {
+    q.get("resourceVersion").map_or("", String::as_str)
 }
 
 fn json_response(code: StatusCode, value: &Value) -> Response {
@@ -194,8 +201,14 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
         ),
     };
     match (info.subresource.as_str(), info.verb.as_str()) {
-        ("", "get") => get(ctx, r, namespace, &info.name, &render).await,
-        ("", "list") => list(ctx, r, namespace, &query, &render).await,
+        ("", "get") => {
+            freshness::wait_for(ctx, query_rv(&query)).await?;
+            get(ctx, r, namespace, &info.name, &render).await
+        }
+        ("", "list") => {
+            freshness::wait_for(ctx, query_rv(&query)).await?;
+            list(ctx, r, namespace, &query, &render).await
+        }
         ("", "watch") => watch::watch(ctx, r, namespace, &info.name, &query, render),
         ("", "create") => create(ctx, r, namespace, &parts.headers, &body, &query).await,
         ("", "update") => {
@@ -624,6 +637,7 @@ async fn create(
         }
     }
     object::prepare_for_create(r, &mut obj);
+    strategy::prepare_for_create(r, &mut obj);
     // Upstream also defaults when decoding from storage: status cleared above reads back
     // with its defaults (e.g. PVC status.phase).
     crate::defaults::apply(r, &mut obj);

@@ -1,0 +1,107 @@
+//! Per-kind create hooks of upstream's registry strategies that the generic path does not
+//! cover (`PrepareForCreate` after uid and name are known): the generated selector and pod
+//! template labels of a batch/v1 Job.
+
+use serde_json::{Map, Value, json};
+
+use super::object;
+use crate::registry::catalog::ResourceInfo;
+
+/// Labels the Job strategy puts on a Job's pod template; the first two are the legacy names.
+const JOB_NAME_LABELS: [&str; 2] = ["job-name", "batch.kubernetes.io/job-name"];
+const CONTROLLER_UID_LABELS: [&str; 2] = ["controller-uid", "batch.kubernetes.io/controller-uid"];
+
+/// Runs the kind's create hook, if it has one.
+pub(super) fn prepare_for_create(r: &ResourceInfo, obj: &mut Map<String, Value>) {
+    if r.group == "batch" && r.plural == "jobs" {
+        generate_job_selector(obj);
+    }
+}
+
+/// Upstream's `generateSelector`: unless `spec.manualSelector` is true, the pod template is
+/// labelled with the Job's name and uid (labels the client set are kept) and the selector
+/// matches `batch.kubernetes.io/controller-uid`. A conflicting client selector is left for
+/// validation to reject.
+fn generate_job_selector(obj: &mut Map<String, Value>) {
+    let name = object::meta_str(obj, "name").to_owned();
+    let uid = object::meta_str(obj, "uid").to_owned();
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if spec.get("manualSelector").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    if let Some(labels) = object_at(spec, &["template", "metadata", "labels"]) {
+        for key in JOB_NAME_LABELS {
+            labels.entry(key).or_insert_with(|| json!(name));
+        }
+        for key in CONTROLLER_UID_LABELS {
+            labels.entry(key).or_insert_with(|| json!(uid));
+        }
+    }
+    if let Some(match_labels) = object_at(spec, &["selector", "matchLabels"]) {
+        match_labels
+            .entry(CONTROLLER_UID_LABELS[1])
+            .or_insert_with(|| json!(uid));
+    }
+}
+
+/// The object at `path` under `obj`, created (replacing `null`) along the way.
+fn object_at<'a>(
+    obj: &'a mut Map<String, Value>,
+    path: &[&str],
+) -> Option<&'a mut Map<String, Value>> {
+    let mut cur = obj;
+    for key in path {
+        let slot = cur.entry(*key).or_insert_with(|| json!({}));
+        if slot.is_null() {
+            *slot = json!({});
+        }
+        cur = slot.as_object_mut()?;
+    }
+    Some(cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_get_a_selector_on_their_uid_and_labelled_templates() {
+        let mut job = json!({
+            "metadata": { "name": "j", "uid": "u1" },
+            "spec": { "template": { "metadata": { "labels": { "job-name": "mine" } } } }
+        })
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+        generate_job_selector(&mut job);
+        assert_eq!(
+            job["spec"]["selector"],
+            json!({ "matchLabels": { "batch.kubernetes.io/controller-uid": "u1" } })
+        );
+        assert_eq!(
+            job["spec"]["template"]["metadata"]["labels"],
+            json!({
+                "job-name": "mine",
+                "batch.kubernetes.io/job-name": "j",
+                "controller-uid": "u1",
+                "batch.kubernetes.io/controller-uid": "u1"
+            })
+        );
+    }
+
+    #[test]
+    fn manual_selectors_are_left_alone() {
+        let mut job = json!({
+            "metadata": { "name": "j", "uid": "u1" },
+            "spec": { "manualSelector": true, "selector": { "matchLabels": { "a": "b" } } }
+        })
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+        let before = job.clone();
+        generate_job_selector(&mut job);
+        assert_eq!(job, before);
+    }
+}
