@@ -382,3 +382,64 @@ spec: {nodeName: node-a, containers: [{name: c, image: busybox}]}
         "{err}"
     );
 }
+
+#[test]
+fn namespaces_terminate_through_their_finalize_subresource() {
+    let (_d, s) = server();
+    ok(&s, &["create", "namespace", "t1"]);
+    ok(&s, &["create", "configmap", "before", "-n", "t1"]);
+    ok(&s, &["delete", "namespace", "t1", "--wait=false"]);
+    let phase = ok(
+        &s,
+        &[
+            "get",
+            "ns",
+            "t1",
+            "-o",
+            "jsonpath={.status.phase} {.spec.finalizers}",
+        ],
+    );
+    assert_eq!(phase, r#"Terminating ["kubernetes"]"#);
+    let err = fails(&s, &["create", "configmap", "after", "-n", "t1"]);
+    assert!(
+        err.contains("unable to create new content in namespace t1 because it is being terminated"),
+        "{err}"
+    );
+    // A plain update cannot drop spec.finalizers; the finalize subresource can.
+    let ns = ok(&s, &["get", "ns", "t1", "-o", "json"]);
+    let mut ns: serde_json::Value = serde_json::from_str(&ns).expect("json");
+    ns["spec"]["finalizers"] = serde_json::json!([]);
+    let body = ns.to_string();
+    ok_stdin(&s, &["replace", "-f", "-"], &body);
+    let kept = ok(
+        &s,
+        &["get", "ns", "t1", "-o", "jsonpath={.spec.finalizers}"],
+    );
+    assert_eq!(kept, r#"["kubernetes"]"#);
+    let ns = ok(&s, &["get", "ns", "t1", "-o", "json"]);
+    let mut ns: serde_json::Value = serde_json::from_str(&ns).expect("json");
+    ns["spec"]["finalizers"] = serde_json::json!([]);
+    let file = s.data_dir.with_extension("ns.json");
+    std::fs::write(&file, ns.to_string()).expect("write namespace");
+    let out = ok(
+        &s,
+        &[
+            "replace",
+            "--raw",
+            "/api/v1/namespaces/t1/finalize",
+            "-f",
+            file.to_str().expect("utf-8 path"),
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["spec"], serde_json::json!({}));
+    assert_eq!(v["status"]["phase"], "Terminating");
+    // With its finalizers done, deleting again removes the namespace.
+    ok(&s, &["delete", "namespace", "t1"]);
+    fails(&s, &["get", "namespace", "t1"]);
+    let resources = ok(&s, &["get", "--raw", "/api/v1"]);
+    assert!(
+        resources.contains(r#""name":"namespaces/finalize""#),
+        "discovery lists finalize"
+    );
+}

@@ -220,7 +220,7 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
                 &parts.headers,
                 &body,
                 &query,
-                false,
+                Scope::Main,
             )
             .await
         }
@@ -233,7 +233,7 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
                 &parts.headers,
                 &body,
                 &query,
-                false,
+                Scope::Main,
             )
             .await
         }
@@ -253,7 +253,7 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
                 &parts.headers,
                 &body,
                 &query,
-                true,
+                Scope::Status,
             )
             .await
         }
@@ -266,7 +266,20 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
                 &parts.headers,
                 &body,
                 &query,
-                true,
+                Scope::Status,
+            )
+            .await
+        }
+        ("finalize", "update") if r.subresource("finalize").is_some() => {
+            update(
+                ctx,
+                r,
+                namespace,
+                &info.name,
+                &parts.headers,
+                &body,
+                &query,
+                Scope::Finalize,
             )
             .await
         }
@@ -694,6 +707,55 @@ async fn create(
     ))
 }
 
+/// Which part of an object a PUT or PATCH may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// The object itself: everything but status (and, for namespaces, `spec.finalizers`).
+    Main,
+    /// The `status` subresource: status only.
+    Status,
+    /// A namespace's `finalize` subresource: everything but status, `spec.finalizers` included.
+    Finalize,
+}
+
+impl Scope {
+    /// Carries from `old` what this scope may not change, after the generic update rules.
+    fn carry_over(self, r: &ResourceInfo, new: &mut Map<String, Value>, old: &Map<String, Value>) {
+        let is_namespace = r.group.is_empty() && r.plural == "namespaces";
+        match self {
+            Scope::Main if is_namespace => {
+                let kept = old.get("spec").and_then(|s| s.get("finalizers")).cloned();
+                if let Some(spec) = new
+                    .entry("spec")
+                    .or_insert_with(|| json!({}))
+                    .as_object_mut()
+                {
+                    match kept {
+                        Some(f) => spec.insert("finalizers".into(), f),
+                        None => spec.remove("finalizers"),
+                    };
+                }
+            }
+            Scope::Finalize => {
+                match old.get("status") {
+                    Some(st) => new.insert("status".into(), st.clone()),
+                    None => new.remove("status"),
+                };
+                // An empty list serializes as absent, as Go's omitempty does.
+                if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut)
+                    && spec
+                        .get("finalizers")
+                        .and_then(Value::as_array)
+                        .is_some_and(Vec::is_empty)
+                {
+                    spec.remove("finalizers");
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Stores `new` over the object last read at `expected`, applying update rules.
 #[allow(clippy::too_many_arguments)]
 async fn store_update(
@@ -704,7 +766,7 @@ async fn store_update(
     mut new: Map<String, Value>,
     old: &Map<String, Value>,
     expected: i64,
-    status_only: bool,
+    scope: Scope,
     q: &Query,
 ) -> Result<Map<String, Value>> {
     object::check_type(&mut new, r)?;
@@ -717,7 +779,7 @@ async fn store_update(
     if let Some(m) = object::meta(&mut new).filter(|_| r.namespaced) {
         m.insert("namespace".into(), json!(namespace));
     }
-    if status_only {
+    if scope == Scope::Status {
         // The status subresource changes status only.
         let status = new.remove("status");
         new = old.clone();
@@ -737,8 +799,9 @@ async fn store_update(
             service::carry_over(&mut new, old)?;
         }
         object::prepare_for_update(r, &mut new, old);
+        scope.carry_over(r, &mut new, old);
     }
-    object::validate(r, &new, !status_only, Some(old))?;
+    object::validate(r, &new, scope != Scope::Status, Some(old))?;
     if dry_run(q) {
         if let Some(m) = object::meta(&mut new) {
             m.insert("resourceVersion".into(), json!(expected.to_string()));
@@ -747,7 +810,7 @@ async fn store_update(
     }
     // An object being deleted whose last finalizer is removed goes away now.
     let key = registry::key(r, namespace, name);
-    if !status_only && delete::delete_during_update(r, &new, old) {
+    if scope != Scope::Status && delete::delete_during_update(r, &new, old) {
         let rev = ctx
             .storage
             .delete(&key, expected)
@@ -793,7 +856,7 @@ async fn update(
     headers: &HeaderMap,
     body: &[u8],
     q: &Query,
-    status_only: bool,
+    scope: Scope,
 ) -> Result<Response> {
     let mut new = object::decode(headers, body)?;
     object::check_type(&mut new, r)?;
@@ -813,7 +876,7 @@ async fn update(
             detail: MODIFIED.into(),
         });
     }
-    let stored = store_update(ctx, r, namespace, name, new, &old, expected, status_only, q).await?;
+    let stored = store_update(ctx, r, namespace, name, new, &old, expected, scope, q).await?;
     Ok(with_warnings(
         object_response(StatusCode::OK, stored),
         &warnings,
@@ -829,7 +892,7 @@ async fn patch(
     headers: &HeaderMap,
     body: &[u8],
     q: &Query,
-    status_only: bool,
+    scope: Scope,
 ) -> Result<Response> {
     let ctype = headers
         .get(http::header::CONTENT_TYPE)
@@ -886,7 +949,7 @@ async fn patch(
                 detail: MODIFIED.into(),
             });
         }
-        match store_update(ctx, r, namespace, name, new, &old, current, status_only, q).await {
+        match store_update(ctx, r, namespace, name, new, &old, current, scope, q).await {
             Err(ApiError::Conflict { .. }) => continue,
             Ok(stored) => {
                 return Ok(with_warnings(

@@ -155,7 +155,18 @@ pub(super) async fn scale(
     } else {
         new.insert("spec".into(), json!({ "replicas": replicas }));
     }
-    let stored = store_update(ctx, r, namespace, name, new, &obj, current, false, q).await?;
+    let stored = store_update(
+        ctx,
+        r,
+        namespace,
+        name,
+        new,
+        &obj,
+        current,
+        super::Scope::Main,
+        q,
+    )
+    .await?;
     Ok(object_response(StatusCode::OK, scale_of(r, &stored)))
 }
 

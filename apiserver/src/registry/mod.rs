@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use catalog::{KindClass, ResourceInfo};
 
 /// Subresources the generic handlers implement; discovery lists only these.
-pub const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "binding"];
+pub const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "binding", "finalize"];
 
 /// The resources being served.
 #[derive(Debug)]
