@@ -91,7 +91,12 @@ impl LabelSelector {
 
     /// Whether `labels` (an object's `metadata.labels`, possibly null) satisfy the selector.
     pub fn matches(&self, labels: &Value) -> bool {
-        let get = |k: &str| labels.get(k).and_then(Value::as_str);
+        self.matches_lookup(|k| labels.get(k).and_then(Value::as_str))
+    }
+
+    /// Whether labels read through `get` (key → value, `None` when absent) satisfy the
+    /// selector.
+    pub fn matches_lookup<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.0.iter().all(|r| match r {
             Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
             Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
@@ -137,21 +142,34 @@ impl FieldSelector {
 
     /// Whether `obj` satisfies every term (fields are dotted JSON paths).
     pub fn matches(&self, obj: &serde_json::Map<String, Value>) -> bool {
-        self.0.iter().all(|(field, eq, value)| {
-            let mut segs = field.split('.');
-            let first = segs.next().unwrap_or("");
-            let mut cur = obj.get(first).unwrap_or(&Value::Null);
-            for seg in segs {
-                cur = cur.get(seg).unwrap_or(&Value::Null);
-            }
-            let actual = match cur {
-                Value::String(s) => s.clone(),
-                Value::Bool(b) => b.to_string(),
-                Value::Number(n) => n.to_string(),
-                _ => String::new(),
-            };
-            (actual == *value) == *eq
-        })
+        self.0
+            .iter()
+            .all(|(field, eq, value)| (field_value(obj, field) == *value) == *eq)
+    }
+
+    /// Whether field values read through `get` (field → value as [`field_value`] renders
+    /// it, `None` meaning "") satisfy every term.
+    pub fn matches_lookup<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.0
+            .iter()
+            .all(|(field, eq, value)| (get(field).unwrap_or("") == value.as_str()) == *eq)
+    }
+}
+
+/// The value of the dotted JSON path `field` in `obj` as field selectors compare it: strings
+/// as they are, booleans and numbers printed, anything else (or nothing) as "".
+pub fn field_value(obj: &serde_json::Map<String, Value>, field: &str) -> String {
+    let mut segs = field.split('.');
+    let first = segs.next().unwrap_or("");
+    let mut cur = obj.get(first).unwrap_or(&Value::Null);
+    for seg in segs {
+        cur = cur.get(seg).unwrap_or(&Value::Null);
+    }
+    match cur {
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => String::new(),
     }
 }
 

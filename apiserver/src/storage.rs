@@ -6,6 +6,7 @@
 //! store. Today it drives the embedded member in-process (`store::node::Node`); an etcd v3
 //! client implementation will sit behind the same methods.
 
+use bytes::Bytes;
 use store::command::{Applied, Op};
 use store::mvcc::KeyRange;
 use store::node::Node;
@@ -50,6 +51,30 @@ pub enum Change {
         /// Value before deletion, with the deletion revision.
         prev: Stored,
     },
+}
+
+/// A live key and its value, sharing the store's memory (no copy).
+#[derive(Debug, Clone)]
+pub struct SharedItem {
+    /// Key.
+    pub key: Bytes,
+    /// Encoded object (JSON, without `metadata.resourceVersion`).
+    pub value: Bytes,
+    /// `mod_revision` of the key.
+    pub revision: i64,
+}
+
+/// A change seen by the watch cache, sharing the store's memory.
+#[derive(Debug, Clone)]
+pub struct SharedChange {
+    /// Revision of the change.
+    pub revision: i64,
+    /// Key.
+    pub key: Bytes,
+    /// The value written; `None` for a deletion.
+    pub value: Option<Bytes>,
+    /// The value this change replaced and its revision, if the key existed.
+    pub prev: Option<(Bytes, i64)>,
 }
 
 /// Why a conditional write did not happen.
@@ -103,6 +128,55 @@ impl Storage {
     /// The current store revision.
     pub fn current_revision(&self) -> i64 {
         self.node.mvcc().current_revision()
+    }
+
+    /// The revision history was compacted at: changes before it can no longer be read.
+    pub fn compacted_revision(&self) -> i64 {
+        self.node.mvcc().compacted_revision()
+    }
+
+    /// The store revision every write committed before the call is part of (a Raft
+    /// ReadIndex, then this member's revision): what a consistent read must reflect.
+    pub async fn linearizable_revision(&self) -> Result<i64> {
+        self.node.read_index().await?;
+        Ok(self.current_revision())
+    }
+
+    /// Every live key under `prefix` with its value, in key order, and the revision this
+    /// snapshot is at; values are shared with the store, not copied.
+    pub fn shared_list(&self, prefix: &str) -> (Vec<SharedItem>, i64) {
+        let range = KeyRange::new(prefix.as_bytes(), &prefix_end(prefix.as_bytes()));
+        let (kvs, revision) = self.node.mvcc().shared_range(&range);
+        let items = kvs
+            .into_iter()
+            .map(|kv| SharedItem {
+                key: kv.key,
+                value: kv.value,
+                revision: kv.mod_revision,
+            })
+            .collect();
+        (items, revision)
+    }
+
+    /// As [`Storage::changes`], with values shared with the store instead of copied.
+    pub fn shared_changes(
+        &self,
+        prefix: &str,
+        from: i64,
+        max: usize,
+    ) -> Result<(Vec<SharedChange>, i64)> {
+        let range = KeyRange::new(prefix.as_bytes(), &prefix_end(prefix.as_bytes()));
+        let (changes, next) = self.node.mvcc().shared_changes(from, &range, max)?;
+        let changes = changes
+            .into_iter()
+            .map(|c| SharedChange {
+                revision: c.revision,
+                key: c.key,
+                value: c.value,
+                prev: c.prev,
+            })
+            .collect();
+        Ok((changes, next))
     }
 
     /// A receiver that changes when the store revision moves.

@@ -43,6 +43,10 @@
 //!    command line: the harness's own readiness probe runs `kubectl` every 100 ms, too coarse
 //!    for the figure.
 //!
+//! `CAPSTAN_BENCH_STEPS` (comma-separated, default: all) runs only some steps, to iterate
+//! faster: `create` (1 and 2), `list` (3), `watch` (4), `rss` (5 and 6); rows not run print
+//! `n/a`. `CAPSTAN_BENCH_KEEP=1` keeps the data directories (and server logs) afterwards.
+//!
 //! The table goes to stdout, progress lines to stderr. Client and server share two cores,
 //! so the client's own work (TLS, JSON parsing of watch events) is part of every figure;
 //! numbers from one run are noisy: compare orders of magnitude.
@@ -126,9 +130,11 @@ fn run() -> Result<bool> {
     );
     let mut figures = Figures::new();
     let mut ok = true;
+    let selected = std::env::var("CAPSTAN_BENCH_STEPS").unwrap_or_default();
+    let wanted = |step: &str| selected.is_empty() || selected.split(',').any(|s| s.trim() == step);
 
     // Steps 1–4 on one server; dropping it (end of the block, or `?` inside) kills it.
-    {
+    if wanted("create") || wanted("list") || wanted("watch") {
         let dir = tmp.path().join("server-a");
         match ServerProcess::start(&dir) {
             Err(e) => {
@@ -137,12 +143,15 @@ fn run() -> Result<bool> {
             }
             Ok(server) => {
                 eprintln!("[server A] ready at {} (pid {})", server.url, server.pid());
-                let steps: [(&str, StepFn); 3] = [
-                    ("creates and gets", steps_create_get),
-                    ("LIST 10k pods", step_list),
-                    ("watch", step_watch),
+                let steps: [(&str, &str, StepFn); 3] = [
+                    ("create", "creates and gets", steps_create_get),
+                    ("list", "LIST 10k pods", step_list),
+                    ("watch", "watch", step_watch),
                 ];
-                for (name, step) in steps {
+                for (key, name, step) in steps {
+                    if !wanted(key) {
+                        continue;
+                    }
                     if let Err(e) = step(&rt, &server, &mut figures) {
                         ok = false;
                         eprintln!("[{name}] FAILED: {e:#}");
@@ -154,7 +163,9 @@ fn run() -> Result<bool> {
     }
 
     // Steps 6 (fresh), 5, 6 (restart) on a second data directory.
-    if let Err(e) = steps_rss_and_start(&rt, &tmp.path().join("server-b"), &mut figures) {
+    if wanted("rss")
+        && let Err(e) = steps_rss_and_start(&rt, &tmp.path().join("server-b"), &mut figures)
+    {
         ok = false;
         eprintln!("[RSS / start to ready] FAILED: {e:#}");
         let log = std::fs::read_to_string(tmp.path().join("server-b.log")).unwrap_or_default();
@@ -163,6 +174,9 @@ fn run() -> Result<bool> {
 
     figures.print();
     ok &= !figures.failed;
+    if std::env::var_os("CAPSTAN_BENCH_KEEP").is_some() {
+        eprintln!("kept {}", tmp.keep().display());
+    }
     Ok(ok)
 }
 

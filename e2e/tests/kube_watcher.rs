@@ -7,11 +7,10 @@
 //! stream that starts its watch (from the list's resourceVersion) only when polled after
 //! `InitDone`. The test drains the initial list, stops polling, changes the collection and
 //! waits until the store's compactor (`--etcd-compaction-interval 1s`) has dropped the history
-//! after that resourceVersion, then polls again. Nothing has watched ConfigMaps before, so the
-//! watch cache's window starts after that resourceVersion too and the watch must fall back to
-//! the compacted store history: 410. (A watcher reconnecting from a resourceVersion that the
-//! watch cache still holds is served from the cache, as upstream's watch cache does; the live
-//! phase below checks that such reconnects, every 2 s here, do not relist.)
+//! after that resourceVersion, then polls again. The watch cache never serves history the store
+//! has compacted, so the watch gets the store's 410. (A watcher reconnecting from a
+//! resourceVersion that is still retained is served from the cache; the live phase below
+//! checks that such reconnects, every 2 s here, do not relist.)
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -3,6 +3,7 @@
 //! `dispatch` reads the [`RequestInfo`] parsed by the pipeline, finds the resource, and runs
 //! the verb: decode → prepare (server-owned metadata) → validate → storage → encode.
 
+mod cached_list;
 mod delete;
 mod freshness;
 mod object;
@@ -473,6 +474,9 @@ async fn list(
     render: &Render,
 ) -> Result<Response> {
     let filter = Filter::from_query(r, q)?;
+    if let Some(resp) = cached_list::list(ctx, r, namespace, q, &filter, render).await? {
+        return Ok(resp);
+    }
     let limit: i64 = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
     let rv = q.get("resourceVersion").map(String::as_str).unwrap_or("");
     let rv_match = q

@@ -15,12 +15,12 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{Ctx, Filter, Query, Render, object};
+use super::{Ctx, Filter, Query, Render, cached_list, object, selectable_fields};
 use crate::error::{ApiError, Result};
 use crate::registry;
 use crate::registry::catalog::ResourceInfo;
 use crate::storage::Change;
-use crate::watch_cache::CachedEvent;
+use crate::watch_cache::{CachedEvent, CachedObject, EventKind, event_line};
 
 /// Changes read from history per pull.
 const PULL: usize = 512;
@@ -53,6 +53,7 @@ pub(super) fn watch(
     } else {
         Some(object::parse_rv(&rv)?)
     };
+    let consistent = rv.is_empty();
     let send_initial = q.get("sendInitialEvents").is_some_and(|v| v == "true");
     if send_initial && start.is_some() {
         return Err(ApiError::Invalid {
@@ -88,7 +89,7 @@ pub(super) fn watch(
         render,
     };
     tokio::spawn(async move {
-        let _ = tokio::time::timeout(timeout, task.run(start, send_initial)).await;
+        let _ = tokio::time::timeout(timeout, task.run(start, consistent, send_initial)).await;
     });
     Response::builder()
         .status(200)
@@ -173,32 +174,64 @@ impl WatchTask {
         }
     }
 
-    async fn run(self, start: Option<i64>, send_initial: bool) {
+    /// An event line for a cached object: the stored bytes spliced, or a one-row Table.
+    fn cached_ev(&self, kind: &str, obj: &CachedObject) -> Option<Bytes> {
+        if self.render.table {
+            return obj.to_map().map(|m| self.ev(kind, &m));
+        }
+        Some(event_line(kind, obj))
+    }
+
+    /// Synthetic ADDED events for the current state (resourceVersion unset: consistent, "0":
+    /// any); returns the revision they reflect, or `None` when the watch must end.
+    async fn initial_events(&self, consistent: bool) -> Option<i64> {
+        let min = if consistent {
+            self.ctx.storage.linearizable_revision().await.ok()?
+        } else {
+            0
+        };
+        if let Some(snap) = cached_list::snapshot(&self.ctx, self.r, &self.namespace, min).await {
+            for o in &snap.objects {
+                if !self.filter.matches_meta(o.meta()) {
+                    continue;
+                }
+                if let Some(line) = self.cached_ev("ADDED", o)
+                    && !self.send(line).await
+                {
+                    return None;
+                }
+            }
+            return Some(snap.revision);
+        }
+        let page = self.ctx.storage.list(&self.prefix, None, 0, 0).await.ok()?;
+        for (_, stored) in page.items {
+            let Ok(obj) = object::from_stored(&stored.value, stored.revision) else {
+                continue;
+            };
+            if self.filter.matches(&obj) && !self.send(self.ev("ADDED", &obj)).await {
+                return None;
+            }
+        }
+        Some(page.revision)
+    }
+
+    async fn run(self, start: Option<i64>, consistent: bool, send_initial: bool) {
         let mut revisions = self.ctx.storage.subscribe();
         let mut next = match start {
             Some(rv) => rv + 1,
             None => {
                 // Synthetic ADDED events for the current state, then changes after it.
-                let page = match self.ctx.storage.list(&self.prefix, None, 0, 0).await {
-                    Ok(p) => p,
-                    Err(_) => return,
+                let Some(revision) = self.initial_events(consistent).await else {
+                    return;
                 };
-                for (_, stored) in page.items {
-                    let Ok(obj) = object::from_stored(&stored.value, stored.revision) else {
-                        continue;
-                    };
-                    if self.filter.matches(&obj) && !self.send(self.ev("ADDED", &obj)).await {
-                        return;
-                    }
-                }
                 if send_initial
                     && !self
-                        .send(event("BOOKMARK", &self.bookmark(page.revision, true)))
+                        .send(event("BOOKMARK", &self.bookmark(revision, true)))
                         .await
                 {
                     return;
                 }
-                page.revision + 1
+                revision + 1
             }
         };
         let mut bookmark_tick = tokio::time::interval(Duration::from_secs(60));
@@ -206,10 +239,11 @@ impl WatchTask {
         let mut cache = self
             .ctx
             .watch_cache
-            .subscribe(&registry::prefix(self.r, ""));
+            .subscribe(&registry::prefix(self.r, ""), &selectable_fields(self.r));
         loop {
-            match cache.since(next - 1) {
-                Some(events) => {
+            // Reading the window marks it seen, so `changed` below wakes for anything newer.
+            let from_cache = match cache.since(next - 1) {
+                Some((events, covered)) => {
                     for e in events {
                         if let Some(line) = self.cached_line(&e)
                             && !self.send(line).await
@@ -218,26 +252,26 @@ impl WatchTask {
                         }
                         next = e.revision + 1;
                     }
-                    next = next.max(cache.tail() + 1);
+                    next = next.max(covered + 1);
+                    true
                 }
                 None => {
-                    // Older than the cache's window: read the store's history directly.
+                    // Older than the cache's window (or the cache is not built yet): read
+                    // the store's history directly.
                     match self.replay_store(next).await {
                         Some(after) => next = after,
                         None => return,
                     }
-                    if next <= *revisions.borrow() {
+                    if next <= *revisions.borrow_and_update() {
                         continue;
                     }
+                    false
                 }
-            }
-            if cache.since(next - 1).is_some_and(|e| !e.is_empty()) {
-                continue;
-            }
+            };
             tokio::select! {
                 changed = cache.changed() => if !changed { return },
                 () = self.tx.closed() => return,
-                _ = revisions.changed() => {},
+                _ = revisions.changed(), if !from_cache => {},
                 _ = bookmark_tick.tick(), if self.bookmarks => {
                     let b = self.bookmark(next - 1, false);
                     if !self.send(event("BOOKMARK", &b)).await {
@@ -252,33 +286,31 @@ impl WatchTask {
     /// line when no selector is involved, else ADDED/MODIFIED/DELETED by whether the object
     /// matched before and after the change.
     fn cached_line(&self, e: &CachedEvent) -> Option<Bytes> {
-        if !self.namespace.is_empty() && object::meta_str(&e.object, "namespace") != self.namespace
-        {
+        if !self.namespace.is_empty() && *e.object.meta().namespace != *self.namespace {
             return None;
         }
-        if self.render.table {
-            let kind = if e.deleted {
-                "DELETED"
-            } else if e.prev.is_some() {
-                "MODIFIED"
-            } else {
-                "ADDED"
-            };
-            if self.filter.is_empty() {
-                return Some(self.ev(kind, &e.object));
+        if self.filter.is_empty() {
+            if self.render.table {
+                return self.cached_ev(e.kind.as_str(), &e.object);
             }
-        } else if self.filter.is_empty() {
-            return Some(e.line.clone());
+            return Some(e.line());
         }
-        let now = self.filter.matches(&e.object);
-        if e.deleted {
-            return now.then(|| self.ev("DELETED", &e.object));
+        let now = self.filter.matches_meta(e.object.meta());
+        if e.kind == EventKind::Deleted {
+            return if now {
+                self.cached_ev("DELETED", &e.object)
+            } else {
+                None
+            };
         }
-        let before = e.prev.as_ref().is_some_and(|p| self.filter.matches(p));
+        let before = e
+            .prev
+            .as_ref()
+            .is_some_and(|p| self.filter.matches_meta(p.meta()));
         match (before, now) {
-            (false, true) => Some(self.ev("ADDED", &e.object)),
-            (true, true) => Some(self.ev("MODIFIED", &e.object)),
-            (true, false) => Some(self.ev("DELETED", &e.object)),
+            (false, true) => self.cached_ev("ADDED", &e.object),
+            (true, true) => self.cached_ev("MODIFIED", &e.object),
+            (true, false) => self.cached_ev("DELETED", &e.object),
             (false, false) => None,
         }
     }

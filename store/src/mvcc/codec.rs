@@ -54,9 +54,56 @@ struct LeaseData {
     ttl: i64,
 }
 
+/// A state machine's state, ready to encode (see [`Mvcc::image`]).
+#[derive(Debug)]
+pub struct Image(SnapshotData);
+
+impl Image {
+    /// The snapshot encoding ([`Mvcc::decode`] reads it).
+    pub fn encode(&self) -> Vec<u8> {
+        self.0.encode_to_vec()
+    }
+
+    /// Length of [`Image::encode`]'s output.
+    pub fn encoded_len(&self) -> usize {
+        self.0.encoded_len()
+    }
+
+    /// Writes [`Image::encode`]'s output to `w` a piece at a time (never all in memory):
+    /// the scalar fields, then each key's history, then the leases.
+    pub fn write_to(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        const CHUNK: usize = 256 * 1024;
+        let mut buf = Vec::with_capacity(CHUNK * 2);
+        let head = SnapshotData {
+            revision: self.0.revision,
+            compacted: self.0.compacted,
+            keys: Vec::new(),
+            leases: Vec::new(),
+        };
+        head.encode_raw(&mut buf);
+        for key in &self.0.keys {
+            prost::encoding::message::encode(3, key, &mut buf);
+            if buf.len() >= CHUNK {
+                w.write_all(&buf)?;
+                buf.clear();
+            }
+        }
+        for lease in &self.0.leases {
+            prost::encoding::message::encode(4, lease, &mut buf);
+        }
+        w.write_all(&buf)
+    }
+}
+
 impl Mvcc {
     /// Encodes the whole state (history since compaction included).
     pub fn encode(&self) -> Vec<u8> {
+        self.image().encode()
+    }
+
+    /// The whole state as it will be encoded, sharing the values (cheap next to encoding
+    /// them): taken under the lock, encoded after it is released.
+    pub fn image(&self) -> Image {
         let data = SnapshotData {
             revision: self.revision,
             compacted: self.compacted,
@@ -87,7 +134,7 @@ impl Mvcc {
                 })
                 .collect(),
         };
-        data.encode_to_vec()
+        Image(data)
     }
 
     /// Rebuilds a state machine from [`Mvcc::encode`]'s output.
@@ -174,5 +221,11 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(back.range(&old).unwrap().kvs[0].value, b"1");
+        // Streaming writes exactly the same bytes.
+        let image = m.image();
+        let mut streamed = Vec::new();
+        image.write_to(&mut streamed).unwrap();
+        assert_eq!(streamed, image.encode());
+        assert_eq!(streamed.len(), image.encoded_len());
     }
 }

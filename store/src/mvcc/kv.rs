@@ -55,7 +55,7 @@ pub(super) struct Record {
 }
 
 impl Record {
-    fn is_tombstone(&self) -> bool {
+    pub(super) fn is_tombstone(&self) -> bool {
         self.version == 0
     }
 
@@ -172,12 +172,14 @@ impl Default for Mvcc {
 }
 
 /// Position of the next write inside the change set being applied.
-struct WriteCursor {
+struct WriteCursor<'a> {
     main: i64,
     sub: i64,
+    /// The encoded Raft entry being applied, whose memory values may share.
+    source: Option<&'a Bytes>,
 }
 
-impl WriteCursor {
+impl WriteCursor<'_> {
     fn next(&mut self) -> Revision {
         let rev = Revision::new(self.main, self.sub);
         self.sub += 1;
@@ -257,7 +259,10 @@ impl Mvcc {
         (!rec.is_tombstone()).then_some(rec)
     }
 
-    fn live<'a>(&'a self, range: &KeyRange) -> impl Iterator<Item = (&'a Bytes, &'a Record)> {
+    pub(super) fn live<'a>(
+        &'a self,
+        range: &KeyRange,
+    ) -> impl Iterator<Item = (&'a Bytes, &'a Record)> {
         let iter = range.bounds().map(|b| self.keys.range::<[u8], _>(b));
         iter.into_iter()
             .flatten()
@@ -321,9 +326,16 @@ impl Mvcc {
     /// existence, revisions) happens here, before anything changes, so a failed command
     /// leaves the store untouched.
     pub fn apply(&mut self, op: Op) -> Result<Applied> {
+        self.apply_from(op, None)
+    }
+
+    /// As [`Mvcc::apply`] for an op decoded from `source` (its encoded Raft entry): large
+    /// values are kept as slices of `source` instead of copies.
+    pub fn apply_from(&mut self, op: Op, source: Option<&Bytes>) -> Result<Applied> {
         let mut cur = WriteCursor {
             main: self.revision + 1,
             sub: 0,
+            source,
         };
         let applied = match op {
             Op::Put(req) => {
@@ -417,7 +429,7 @@ impl Mvcc {
             .cloned();
         let value = match (&prev, req.ignore_value) {
             (Some(p), true) => p.value.clone(),
-            _ => Bytes::from(req.value),
+            _ => super::shared_value::share(cur.source, req.value),
         };
         let lease = match (&prev, req.ignore_lease) {
             (Some(p), true) => p.lease,
@@ -438,7 +450,11 @@ impl Mvcc {
             l.keys.insert(key.clone());
         }
         self.by_rev.insert(rev, key.clone());
-        self.keys.entry(key.clone()).or_default().push(rec);
+        // Most keys are written once: room for one version, not the default four.
+        self.keys
+            .entry(key.clone())
+            .or_insert_with(|| Vec::with_capacity(1))
+            .push(rec);
         pb::PbPutResponse {
             header: None,
             prev_kv: if req.prev_kv {
@@ -624,20 +640,13 @@ impl Mvcc {
             return Err(StoreError::Compacted);
         }
         let mut out: Vec<Event> = Vec::new();
-        for (rev, key) in self.by_rev.range(Revision::new(from, 0)..) {
+        for (rev, key, versions, idx) in self.history_from(from, range) {
             if out.len() >= max && out.last().is_some_and(|e| e.revision.main != rev.main) {
                 return Ok((out, rev.main));
             }
-            if !range.contains(key) {
-                continue;
-            }
-            let Some(versions) = self.keys.get(key) else {
+            let Some(rec) = versions.get(idx) else {
                 continue;
             };
-            let Ok(idx) = versions.binary_search_by(|r| r.rev.cmp(rev)) else {
-                continue;
-            };
-            let rec = &versions[idx];
             let prev = idx
                 .checked_sub(1)
                 .and_then(|i| versions.get(i))
@@ -661,11 +670,30 @@ impl Mvcc {
                 }
             };
             out.push(Event {
-                revision: *rev,
+                revision: rev,
                 event,
             });
         }
         Ok((out, self.revision + 1))
+    }
+}
+
+impl Mvcc {
+    /// Retained changes from revision `from` on to keys in `range`, in revision order: the
+    /// revision, the key, the key's versions and the index of the changed version in them.
+    pub(super) fn history_from<'a>(
+        &'a self,
+        from: i64,
+        range: &'a KeyRange,
+    ) -> impl Iterator<Item = (Revision, &'a Bytes, &'a [Record], usize)> + 'a {
+        self.by_rev
+            .range(Revision::new(from, 0)..)
+            .filter(|(_, key)| range.contains(key))
+            .filter_map(|(rev, key)| {
+                let versions = self.keys.get(key)?;
+                let idx = versions.binary_search_by(|r| r.rev.cmp(rev)).ok()?;
+                Some((*rev, key, versions.as_slice(), idx))
+            })
     }
 }
 

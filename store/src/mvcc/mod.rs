@@ -12,6 +12,10 @@
 mod codec;
 mod kv;
 mod revision;
+mod shared_value;
+mod view;
 
+pub use codec::Image;
 pub use kv::{Event, KeyRange, Mvcc};
 pub use revision::Revision;
+pub use view::{SharedChange, SharedKv};

@@ -417,7 +417,7 @@ impl Driver {
                     EntryType::EntryNormal => match RaftCommand::decode(entry.data.as_ref()) {
                         Ok(cmd) => {
                             let result = match cmd.op {
-                                Some(op) => state.apply(op),
+                                Some(op) => state.apply_from(op, Some(&entry.data)),
                                 None => Err(StoreError::InvalidArgument("empty command".into())),
                             };
                             let mine = cmd.origin == self.ids.member_id;
@@ -481,18 +481,24 @@ impl Driver {
         if self.applied < self.last_snapshot + self.snapshot_count {
             return Ok(());
         }
+        // Only taking the image (values shared, not copied) pauses the driver; the helper
+        // thread encodes it straight into the file.
         let started = Instant::now();
-        let data = self
+        let image = self
             .mvcc
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .encode();
+            .image();
         let index = self.applied;
-        let snap = self.raw.mut_store().prepare_snapshot(index, data)?;
+        let meta = self
+            .raw
+            .mut_store()
+            .prepare_snapshot(index, Vec::new())?
+            .take_metadata();
         tracing::debug!(
             index,
-            encode_ms = started.elapsed().as_millis() as u64,
-            "encoded snapshot"
+            image_ms = started.elapsed().as_millis() as u64,
+            "took snapshot image"
         );
         self.last_snapshot = index;
         let files = self.raw.store().snap_files();
@@ -502,9 +508,10 @@ impl Driver {
             .name("snapshot-writer".into())
             .spawn(move || {
                 let started = Instant::now();
+                let len = image.encoded_len() as u64;
                 let result = files
-                    .save(&snap)
-                    .map(|_| (snap.get_metadata().clone(), started.elapsed()));
+                    .save_streamed(&meta, len, |w| image.write_to(w))
+                    .map(|_| (meta, started.elapsed()));
                 let _ = tx.send(result);
             });
         if let Err(e) = spawned {

@@ -1,0 +1,355 @@
+//! The watch cache (upstream's Cacher): per resource, the current objects and a window of
+//! recent changes, kept up to date by one feeder that reads the store's history once and
+//! decodes each change once for every reader.
+//!
+//! - Objects are held as the stored JSON bytes, shared with the store (no second copy, no
+//!   parsed tree), plus the few fields selectors read ([`CachedObject`]); lists and watch
+//!   events are written by splicing `metadata.resourceVersion` into those bytes.
+//! - LISTs are served from a [`Snapshot`]: for a consistent read (resourceVersion unset) the
+//!   caller asks for the store's current revision first and the snapshot waits until the
+//!   cache has caught up to it (upstream's ConsistentListFromCache).
+//! - Watchers read the window through a [`Subscription`]; an event's line for watchers
+//!   without selectors is serialised once and shared by all of them.
+//!
+//! A resource's cache is built on first use (a snapshot of the store, decoded on a blocking
+//! thread); until it is ready, and for revisions older than its window, callers read the
+//! store instead, which is correct but costs a decode per reader.
+
+mod feed;
+mod object;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+pub use object::{CachedObject, Meta};
+
+use crate::storage::{Storage, prefix_end};
+
+/// Events kept per resource.
+const WINDOW: usize = 10_000;
+
+/// What a change did to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// Created.
+    Added,
+    /// Updated.
+    Modified,
+    /// Deleted.
+    Deleted,
+}
+
+impl EventKind {
+    /// The watch event type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Added => "ADDED",
+            EventKind::Modified => "MODIFIED",
+            EventKind::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, decoded once.
+#[derive(Debug)]
+pub struct CachedEvent {
+    /// Store revision of the change.
+    pub revision: i64,
+    /// What the change did.
+    pub kind: EventKind,
+    /// The object after the change (for a deletion: its last state at the deletion's
+    /// revision).
+    pub object: Arc<CachedObject>,
+    /// The object before the change, for updates.
+    pub prev: Option<Arc<CachedObject>>,
+    line: OnceLock<Bytes>,
+}
+
+impl CachedEvent {
+    /// `{"type":…,"object":…}\n` with the natural type: serialised on first use, then
+    /// shared by every watcher without selectors.
+    pub fn line(&self) -> Bytes {
+        self.line
+            .get_or_init(|| event_line(self.kind.as_str(), &self.object))
+            .clone()
+    }
+}
+
+/// A watch line: `{"type":T,"object":O}\n`.
+pub fn event_line(kind: &str, obj: &CachedObject) -> Bytes {
+    let mut out = Vec::with_capacity(obj.json_len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    obj.write_json(&mut out);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+/// The cached state of one resource.
+#[derive(Default)]
+struct State {
+    /// Whether the first snapshot has been loaded.
+    ready: bool,
+    /// Current objects by storage key.
+    objects: BTreeMap<Bytes, Arc<CachedObject>>,
+    /// Recent changes in revision order.
+    events: VecDeque<Arc<CachedEvent>>,
+    /// Every change with a revision from here on is in `events`.
+    start: i64,
+    /// The revision `objects` reflect: every change up to it is applied.
+    revision: i64,
+}
+
+/// One resource's cache.
+struct Resource {
+    /// Storage prefix of the resource (all namespaces).
+    prefix: String,
+    /// Selectable fields beyond name and namespace.
+    fields: Vec<&'static str>,
+    state: RwLock<State>,
+    /// The revision the cache is complete up to (moves after `state` changed).
+    tail: watch::Sender<i64>,
+}
+
+impl Resource {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The current objects of a resource (under a key prefix) at one revision.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The revision the objects are at.
+    pub revision: i64,
+    /// The objects in key order.
+    pub objects: Vec<Arc<CachedObject>>,
+}
+
+/// Caches of every listed or watched resource, created on first use.
+pub struct WatchCache {
+    storage: Storage,
+    resources: Mutex<HashMap<String, Arc<Resource>>>,
+}
+
+/// A reader's view of one resource's window.
+pub struct Subscription {
+    resource: Arc<Resource>,
+    tail: watch::Receiver<i64>,
+    storage: Storage,
+}
+
+impl Subscription {
+    /// Events with revision in `(after, …]` currently in the window and the revision the
+    /// window is complete up to, or `None` when the window does not (or not yet) cover
+    /// `after + 1`, or the store has compacted that revision (the window never serves
+    /// history the store no longer has, so such a watch gets the store's 410 whether or not
+    /// the window still holds it). Marks the window as seen: [`Subscription::changed`] then
+    /// waits for anything newer.
+    pub fn since(&mut self, after: i64) -> Option<(Vec<Arc<CachedEvent>>, i64)> {
+        self.tail.borrow_and_update();
+        let compacted = self.storage.compacted_revision();
+        let state = self.resource.read();
+        if !state.ready || after + 1 < state.start.max(compacted) {
+            return None;
+        }
+        let from = state.events.partition_point(|e| e.revision <= after);
+        let events = state.events.range(from..).cloned().collect();
+        Some((events, state.revision))
+    }
+
+    /// Waits until the window grows; `false` if the feeder stopped.
+    pub async fn changed(&mut self) -> bool {
+        self.tail.changed().await.is_ok()
+    }
+}
+
+impl WatchCache {
+    /// A cache over `storage`.
+    pub fn new(storage: Storage) -> Self {
+        WatchCache {
+            storage,
+            resources: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The cache of the resource stored under `prefix` (the all-namespaces prefix), whose
+    /// selectable fields beyond name and namespace are `fields`; its feeder starts on first
+    /// use.
+    fn resource(&self, prefix: &str, fields: &[&'static str]) -> Arc<Resource> {
+        let mut resources = self
+            .resources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        resources
+            .entry(prefix.to_owned())
+            .or_insert_with(|| {
+                let (tail, _) = watch::channel(0);
+                let resource = Arc::new(Resource {
+                    prefix: prefix.to_owned(),
+                    fields: fields
+                        .iter()
+                        .copied()
+                        .filter(|f| !matches!(*f, "metadata.name" | "metadata.namespace"))
+                        .collect(),
+                    state: RwLock::new(State::default()),
+                    tail,
+                });
+                tokio::spawn(feed::run(self.storage.clone(), Arc::clone(&resource)));
+                resource
+            })
+            .clone()
+    }
+
+    /// Subscribes to the window of the resource stored under `prefix` (see
+    /// [`WatchCache::snapshot`] for `fields`).
+    pub fn subscribe(&self, prefix: &str, fields: &[&'static str]) -> Subscription {
+        let resource = self.resource(prefix, fields);
+        let tail = resource.tail.subscribe();
+        Subscription {
+            resource,
+            tail,
+            storage: self.storage.clone(),
+        }
+    }
+
+    /// The objects whose keys start with `key_prefix` of the resource stored under `prefix`
+    /// (selectable fields `fields`), at a revision of at least `min`: waits up to `wait` for
+    /// the cache to be built and to catch up. `None` when it did not in time (the caller
+    /// reads the store instead).
+    pub async fn snapshot(
+        &self,
+        prefix: &str,
+        fields: &[&'static str],
+        key_prefix: &str,
+        min: i64,
+        wait: Duration,
+    ) -> Option<Snapshot> {
+        let resource = self.resource(prefix, fields);
+        let mut tail = resource.tail.subscribe();
+        let end = prefix_end(key_prefix.as_bytes());
+        let take = async {
+            loop {
+                tail.borrow_and_update();
+                {
+                    let state = resource.read();
+                    if state.ready && state.revision >= min {
+                        let bounds = (
+                            Bound::Included(key_prefix.as_bytes()),
+                            Bound::Excluded(end.as_slice()),
+                        );
+                        let objects = state
+                            .objects
+                            .range::<[u8], _>(bounds)
+                            .map(|(_, o)| Arc::clone(o))
+                            .collect();
+                        return Some(Snapshot {
+                            revision: state.revision,
+                            objects,
+                        });
+                    }
+                }
+                if tail.changed().await.is_err() {
+                    return None;
+                }
+            }
+        };
+        tokio::time::timeout(wait, take).await.ok().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    const PREFIX: &str = "/registry/core/configmaps/";
+
+    fn cm(ns: &str, name: &str, app: &str) -> Vec<u8> {
+        let v = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": app}}});
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    fn rv(obj: &CachedObject) -> String {
+        obj.to_map().unwrap()["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lists_and_events_follow_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = store::StoreConfig::new("t", dir.path());
+        let (node, _driver) = store::node::Node::start(&cfg).unwrap();
+        let storage = Storage::new(node);
+        let key = |ns: &str, n: &str| format!("{PREFIX}{ns}/{n}");
+        let x = storage
+            .create(&key("a", "x"), cm("a", "x", "web"))
+            .await
+            .unwrap();
+        let y = storage
+            .create(&key("b", "y"), cm("b", "y", "db"))
+            .await
+            .unwrap();
+        let cache = WatchCache::new(storage.clone());
+        let wait = Duration::from_secs(5);
+
+        // A consistent snapshot of one namespace, resourceVersions stamped.
+        let now = storage.linearizable_revision().await.unwrap();
+        let snap = cache
+            .snapshot(PREFIX, &[], &format!("{PREFIX}b/"), now, wait)
+            .await
+            .unwrap();
+        assert!(snap.revision >= now);
+        assert_eq!(snap.objects.len(), 1);
+        assert_eq!(rv(&snap.objects[0]), y.to_string());
+        assert_eq!(snap.objects[0].meta().label("app"), Some("db"));
+
+        // An update and a deletion reach subscribers with their previous state.
+        let mut sub = cache.subscribe(PREFIX, &[]);
+        let (events, covered) = sub.since(snap.revision).unwrap();
+        assert!(events.is_empty());
+        let updated = storage
+            .update(&key("b", "y"), cm("b", "y", "web"), y)
+            .await
+            .unwrap();
+        let gone = storage.delete(&key("a", "x"), x).await.unwrap();
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            let (events, _) = sub.since(covered).unwrap();
+            seen = events;
+            if seen.len() < 2 {
+                assert!(sub.changed().await);
+            }
+        }
+        assert_eq!(seen[0].kind, EventKind::Modified);
+        assert_eq!(seen[0].revision, updated);
+        let prev = seen[0].prev.as_ref().unwrap();
+        assert_eq!(prev.meta().label("app"), Some("db"));
+        let line: Value = serde_json::from_slice(&seen[0].line()).unwrap();
+        assert_eq!(line["type"], "MODIFIED");
+        assert_eq!(
+            line["object"]["metadata"]["resourceVersion"],
+            updated.to_string()
+        );
+        assert_eq!(seen[1].kind, EventKind::Deleted);
+        assert_eq!(rv(&seen[1].object), gone.to_string());
+
+        // History the store compacted is not served from the window.
+        storage.compact(gone).await.unwrap();
+        assert!(sub.since(covered).is_none());
+        assert!(sub.since(gone - 1).is_some());
+    }
+}

@@ -1,0 +1,329 @@
+//! One object as the watch cache holds it: the stored JSON bytes, shared with the store (not
+//! a copy, not a parsed tree), where its `metadata.resourceVersion` is spliced in when it is
+//! written out, and the few fields selectors read.
+
+use std::io::Write as _;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// The fields of an object that selectors and namespace scoping read.
+#[derive(Debug, Default)]
+pub struct Meta {
+    /// `metadata.namespace` ("" for cluster-scoped objects).
+    pub namespace: Box<str>,
+    /// `metadata.name`.
+    pub name: Box<str>,
+    /// `metadata.labels`.
+    labels: Box<[(Box<str>, Box<str>)]>,
+    /// The resource's other selectable fields (dotted path, value as field selectors see it).
+    fields: Box<[(&'static str, Box<str>)]>,
+}
+
+impl Meta {
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| &**k == key)
+            .map(|(_, v)| &**v)
+    }
+
+    /// The value of selectable field `field` (`None` when the resource has no such field).
+    pub fn field(&self, field: &str) -> Option<&str> {
+        match field {
+            "metadata.name" => Some(&self.name),
+            "metadata.namespace" => Some(&self.namespace),
+            _ => self
+                .fields
+                .iter()
+                .find(|(f, _)| *f == field)
+                .map(|(_, v)| &**v),
+        }
+    }
+}
+
+/// A stored object at one revision.
+#[derive(Debug, Clone)]
+pub struct CachedObject {
+    /// The stored JSON, without `metadata.resourceVersion`.
+    raw: Bytes,
+    /// Index in `raw` of the `{` opening `metadata`, and whether that object is empty.
+    splice: Option<(usize, bool)>,
+    /// The revision stamped as `metadata.resourceVersion`.
+    revision: i64,
+    meta: Arc<Meta>,
+}
+
+/// What decoding needs of the stored JSON.
+#[derive(Deserialize)]
+struct Head {
+    metadata: Option<MetaIn>,
+}
+
+#[derive(Deserialize)]
+struct MetaIn {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<serde::de::IgnoredAny>,
+}
+
+impl CachedObject {
+    /// Reads a stored object written at `revision`; `fields` are the resource's selectable
+    /// fields beyond name and namespace. `None` when the bytes are not a JSON object.
+    pub fn decode(raw: Bytes, revision: i64, fields: &[&'static str]) -> Option<CachedObject> {
+        let head: Head = serde_json::from_slice(&raw).ok()?;
+        let mut raw = raw;
+        let mut splice = metadata_brace(&raw);
+        let has_rv = head
+            .metadata
+            .as_ref()
+            .is_some_and(|m| m.resource_version.is_some());
+        if (head.metadata.is_some() && splice.is_none()) || has_rv {
+            // Unusual bytes (written by another client): normalise them once.
+            let mut obj: Map<String, Value> = serde_json::from_slice(&raw).ok()?;
+            if let Some(Value::Object(m)) = obj.get_mut("metadata") {
+                m.remove("resourceVersion");
+            }
+            raw = Bytes::from(serde_json::to_vec(&obj).ok()?);
+            splice = metadata_brace(&raw);
+        }
+        let extra = if fields.is_empty() {
+            Box::default()
+        } else {
+            let obj: Map<String, Value> = serde_json::from_slice(&raw).ok()?;
+            fields
+                .iter()
+                .map(|f| (*f, crate::selector::field_value(&obj, f).into_boxed_str()))
+                .collect()
+        };
+        let meta = head.metadata.map_or_else(Meta::default, |m| Meta {
+            namespace: m.namespace.into_boxed_str(),
+            name: m.name.into_boxed_str(),
+            labels: m
+                .labels
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+                .collect(),
+            fields: extra,
+        });
+        Some(CachedObject {
+            raw,
+            splice,
+            revision,
+            meta: Arc::new(meta),
+        })
+    }
+
+    /// The same object stamped with another revision (a deletion's).
+    pub fn at_revision(&self, revision: i64) -> CachedObject {
+        CachedObject {
+            revision,
+            ..self.clone()
+        }
+    }
+
+    /// The revision stamped as `metadata.resourceVersion`.
+    pub fn revision(&self) -> i64 {
+        self.revision
+    }
+
+    /// The fields selectors read.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// An upper bound of the JSON's length.
+    pub fn json_len(&self) -> usize {
+        self.raw.len() + 48
+    }
+
+    /// Appends the object's JSON, `metadata.resourceVersion` included.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        let Some((brace, empty)) = self.splice else {
+            out.extend_from_slice(&self.raw);
+            return;
+        };
+        let (head, tail) = self.raw.split_at((brace + 1).min(self.raw.len()));
+        out.extend_from_slice(head);
+        let _ = write!(out, "\"resourceVersion\":\"{}\"", self.revision);
+        if !empty {
+            out.push(b',');
+        }
+        out.extend_from_slice(tail);
+    }
+
+    /// The object's JSON, `metadata.resourceVersion` included.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.json_len());
+        self.write_json(&mut out);
+        out
+    }
+
+    /// The object decoded (for Tables and other consumers of the parsed form).
+    pub fn to_map(&self) -> Option<Map<String, Value>> {
+        serde_json::from_slice(&self.to_json()).ok()
+    }
+}
+
+/// Index of the `{` opening the top-level `metadata` object of `json`, and whether that
+/// object is empty; `None` when there is no such object (or the JSON is not as serde_json
+/// writes it).
+fn metadata_brace(json: &[u8]) -> Option<(usize, bool)> {
+    let mut i = skip_ws(json, 0);
+    if json.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    loop {
+        i = skip_ws(json, i);
+        if json.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = skip_string(json, i)?;
+        let key = json.get(i + 1..key_end - 1)?;
+        i = skip_ws(json, key_end);
+        if json.get(i) != Some(&b':') {
+            return None;
+        }
+        i = skip_ws(json, i + 1);
+        if key == b"metadata" {
+            if json.get(i) != Some(&b'{') {
+                return None;
+            }
+            let empty = json.get(skip_ws(json, i + 1)) == Some(&b'}');
+            return Some((i, empty));
+        }
+        i = skip_ws(json, skip_value(json, i)?);
+        if json.get(i) != Some(&b',') {
+            return None;
+        }
+        i += 1;
+    }
+}
+
+fn skip_ws(json: &[u8], mut i: usize) -> usize {
+    while json.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    i
+}
+
+/// The index after the string starting at `i` (which holds `"`).
+fn skip_string(json: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        match json.get(j)? {
+            b'\\' => j += 2,
+            b'"' => return Some(j + 1),
+            _ => j += 1,
+        }
+    }
+}
+
+/// The index after the value starting at `i`.
+fn skip_value(json: &[u8], i: usize) -> Option<usize> {
+    match json.get(i)? {
+        b'"' => skip_string(json, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match json.get(j)? {
+                    b'"' => {
+                        j = skip_string(json, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let mut j = i;
+            while json
+                .get(j)
+                .is_some_and(|c| !matches!(c, b',' | b'}' | b']') && !c.is_ascii_whitespace())
+            {
+                j += 1;
+            }
+            Some(j)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cached(v: &Value, rev: i64) -> CachedObject {
+        CachedObject::decode(Bytes::from(v.to_string()), rev, &["spec.nodeName"]).unwrap()
+    }
+
+    #[test]
+    fn the_resource_version_is_spliced_into_metadata() {
+        let v = json!({"apiVersion": "v1", "data": {"metadata": "x", "k": "{\"}"},
+            "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns",
+            "labels": {"app": "web"}}});
+        let o = cached(&v, 42);
+        let back: Value = serde_json::from_slice(&o.to_json()).unwrap();
+        let mut want = v;
+        want["metadata"]["resourceVersion"] = json!("42");
+        assert_eq!(back, want);
+        assert_eq!(o.meta().name.as_ref(), "a");
+        assert_eq!(o.meta().label("app"), Some("web"));
+        assert_eq!(o.meta().field("metadata.namespace"), Some("ns"));
+        assert_eq!(o.meta().field("spec.nodeName"), Some(""));
+        let deleted = o.at_revision(50);
+        assert_eq!(
+            deleted.to_map().unwrap()["metadata"]["resourceVersion"],
+            "50"
+        );
+    }
+
+    #[test]
+    fn empty_missing_and_stale_metadata() {
+        let o = cached(&json!({"kind": "X", "metadata": {}}), 7);
+        assert_eq!(
+            o.to_map().unwrap()["metadata"],
+            json!({"resourceVersion": "7"})
+        );
+        let o = cached(&json!({"kind": "X"}), 7);
+        assert_eq!(
+            o.to_map().unwrap(),
+            *json!({"kind": "X"}).as_object().unwrap()
+        );
+        let o = cached(
+            &json!({"metadata": {"name": "n", "resourceVersion": "3"}}),
+            9,
+        );
+        assert_eq!(o.to_map().unwrap()["metadata"]["resourceVersion"], "9");
+        assert!(CachedObject::decode(Bytes::from_static(b"[1]"), 1, &[]).is_none());
+    }
+
+    #[test]
+    fn scanner_skips_nested_values_and_escapes() {
+        let raw = br#" { "a" : [1, {"b": "]\"}"}], "n": -1.5e3 , "metadata" : { } }"#;
+        let (at, empty) = metadata_brace(raw).unwrap();
+        assert_eq!(raw[at], b'{');
+        assert!(empty);
+        assert!(metadata_brace(br#"{"a": 1}"#).is_none());
+        assert!(metadata_brace(br#"{"a": "unterminated"#).is_none());
+    }
+}
