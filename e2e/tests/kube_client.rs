@@ -1,7 +1,8 @@
 //! kube-rs as an ordinary client of `capstan server`: reads at a resourceVersion the server
 //! has not reached wait for it (and succeed once a write gets there), or end in upstream's
 //! 504 `Timeout` with the `ResourceVersionTooLarge` cause; DELETE answers parse as kube-rs
-//! expects (the object for pods, a `Status` for other kinds).
+//! expects (the object for pods, a `Status` for other kinds); kube-rs' watcher in
+//! streaming-list mode (`sendInitialEvents`, bookmarks) gets the initial state, then live events.
 
 use std::time::Duration;
 
@@ -136,4 +137,66 @@ async fn reads_at_future_resource_versions_wait_then_time_out_with_504() {
         .expect("delete pod");
     let pod = deleted.left().expect("the pod itself");
     assert_eq!(pod.metadata.name.as_deref(), Some("p1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_streaming_list_watcher_gets_initial_events_then_live_ones() {
+    use kube::runtime::watcher;
+    use tokio_stream::StreamExt;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = ServerProcess::start(&dir.path().join("data")).expect("server starts");
+    let client = client(&server).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    for i in 0..5 {
+        timeout(
+            STEP,
+            cms.create(&PostParams::default(), &config_map(&format!("c{i}"))),
+        )
+        .await
+        .expect("create in time")
+        .expect("create");
+    }
+    // sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan: the
+    // initial state arrives as ADDED events closed by the `k8s.io/initial-events-end` bookmark,
+    // which kube-rs needs to emit InitDone.
+    let mut events = Box::pin(watcher(
+        cms.clone(),
+        watcher::Config::default().streaming_lists(),
+    ));
+    let mut initial = Vec::new();
+    loop {
+        let ev = timeout(STEP, events.next())
+            .await
+            .expect("watcher event in time")
+            .expect("stream continues")
+            .expect("no watcher error");
+        match ev {
+            watcher::Event::Init => {}
+            watcher::Event::InitApply(cm) => initial.push(cm.metadata.name.unwrap_or_default()),
+            watcher::Event::InitDone => break,
+            other => panic!("unexpected event before InitDone: {other:?}"),
+        }
+    }
+    initial.sort();
+    let expected: Vec<String> = (0..5).map(|i| format!("c{i}")).collect();
+    assert_eq!(initial, expected);
+    timeout(
+        STEP,
+        cms.create(&PostParams::default(), &config_map("live")),
+    )
+    .await
+    .expect("create in time")
+    .expect("create");
+    loop {
+        let ev = timeout(STEP, events.next())
+            .await
+            .expect("live event in time")
+            .expect("stream continues")
+            .expect("no watcher error");
+        if let watcher::Event::Apply(cm) = ev {
+            assert_eq!(cm.metadata.name.as_deref(), Some("live"));
+            break;
+        }
+    }
 }
