@@ -16,6 +16,7 @@ pub mod error;
 pub mod handlers;
 pub mod metrics;
 pub mod openapi;
+pub mod patch;
 pub mod pipeline;
 pub mod registry;
 pub mod request_info;

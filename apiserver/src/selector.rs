@@ -140,6 +140,17 @@ impl FieldSelector {
         Ok(FieldSelector(terms))
     }
 
+    /// The selector with each field label renamed by `rename` (a served version's labels to
+    /// the stored form's, as upstream's field label conversion).
+    pub fn map_fields(self, rename: impl Fn(&str) -> &str) -> Self {
+        FieldSelector(
+            self.0
+                .into_iter()
+                .map(|(f, eq, v)| (rename(&f).to_owned(), eq, v))
+                .collect(),
+        )
+    }
+
     /// Whether `obj` satisfies every term (fields are dotted JSON paths).
     pub fn matches(&self, obj: &serde_json::Map<String, Value>) -> bool {
         self.0

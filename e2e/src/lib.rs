@@ -286,6 +286,28 @@ impl ServerProcess {
         ))
     }
 
+    /// Runs `kubectl` with the admin kubeconfig and extra environment variables (e.g.
+    /// `KUBE_EDITOR` for `kubectl edit`); returns (success, stdout, stderr).
+    pub fn kubectl_env(
+        &self,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Result<(bool, String, String)> {
+        let out = Command::new("kubectl")
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--cache-dir={}", self.cache_dir.display()))
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .context("running kubectl")?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
     /// Spawns `kubectl` with the admin kubeconfig and piped stdout (for `-w`).
     pub fn kubectl_spawn(&self, args: &[&str]) -> Result<Child> {
         Command::new("kubectl")

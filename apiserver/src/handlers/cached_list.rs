@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use super::{Ctx, Filter, Query, Render, selectable_fields, table_response};
+use super::{Ctx, Filter, Query, Render, stored_fields, table_response};
 use crate::error::Result;
 use crate::registry::{self, catalog::ResourceInfo};
 use crate::watch_cache::{Meta, Snapshot};
@@ -37,7 +37,7 @@ pub(super) async fn snapshot(
     ctx.watch_cache
         .snapshot(
             &registry::prefix(r, ""),
-            &selectable_fields(r),
+            &stored_fields(r),
             &registry::prefix(r, namespace),
             min,
             CATCH_UP,
@@ -93,9 +93,23 @@ pub(super) async fn list(
         .objects
         .iter()
         .filter(|o| filter.is_empty() || filter.matches_meta(o.meta()));
-    if render.table {
-        let objects: Vec<Map<String, Value>> = items.filter_map(|o| o.to_map()).collect();
+    // A resource served as a conversion of its stored objects decodes and converts each.
+    let converted = registry::convert::is_converted(r);
+    if render.table || converted {
+        let objects: Vec<Map<String, Value>> = items
+            .filter_map(|o| o.to_map())
+            .map(|o| registry::convert::from_storage(r, o))
+            .collect();
         let metadata = json!({ "resourceVersion": snap.revision.to_string() });
+        if !render.table {
+            let list = json!({
+                "kind": format!("{}List", r.kind),
+                "apiVersion": registry::api_version(r),
+                "metadata": metadata,
+                "items": objects,
+            });
+            return Ok(Some(super::json_response(StatusCode::OK, &list)));
+        }
         return Ok(Some(table_response(&crate::tables::to_table(
             r,
             &objects,

@@ -423,7 +423,11 @@ async fn delete_one(
         } else {
             match ctx
                 .storage
-                .update(&key, object::encode(&next)?, current)
+                .update(
+                    &key,
+                    object::encode(&registry::convert::to_storage(r, next.clone()))?,
+                    current,
+                )
                 .await
                 .map_err(|e| conflict_or(e, r, name))
             {
@@ -528,7 +532,9 @@ pub(super) async fn delete_collection(
         let name = object::meta_str(&obj, "name").to_owned();
         let ns = object::meta_str(&obj, "namespace").to_owned();
         match delete_one(ctx, r, &ns, &name, &opts, dry_run(q)).await {
-            Ok(_) | Err(ApiError::NotFound { .. }) => selected.push(Value::Object(obj)),
+            Ok(_) | Err(ApiError::NotFound { .. }) => {
+                selected.push(Value::Object(registry::convert::from_storage(r, obj)));
+            }
             Err(e) => return Err(e),
         }
     }

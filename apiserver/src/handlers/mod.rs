@@ -325,7 +325,10 @@ async fn load(
     let key = registry::key(r, namespace, name);
     match ctx.storage.get(&key).await.map_err(storage_error)? {
         Some(stored) => Ok((
-            object::from_stored(&stored.value, stored.revision)?,
+            registry::convert::from_storage(
+                r,
+                object::from_stored(&stored.value, stored.revision)?,
+            ),
             stored.revision,
         )),
         None => Err(ApiError::NotFound {
@@ -422,6 +425,18 @@ fn selectable_fields(r: &ResourceInfo) -> Vec<&'static str> {
             "source",
             "type",
         ]),
+        ("events.k8s.io", "events") => f.extend([
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "type",
+        ]),
         ("", "secrets") => f.push("type"),
         ("", "nodes") => f.push("spec.unschedulable"),
         ("", "namespaces") => f.push("status.phase"),
@@ -434,7 +449,13 @@ fn selectable_fields(r: &ResourceInfo) -> Vec<&'static str> {
     f
 }
 
-/// Selectors of a list or watch request.
+/// Selectable fields of the stored form of `r`'s objects (what its watch cache records).
+fn stored_fields(r: &ResourceInfo) -> Vec<&'static str> {
+    selectable_fields(registry::convert::storage_resource(r).unwrap_or(r))
+}
+
+/// Selectors of a list or watch request; field labels are those of the stored form (see
+/// `registry::convert`), so filters match stored objects, before any conversion.
 pub(crate) struct Filter {
     labels: crate::selector::LabelSelector,
     fields: crate::selector::FieldSelector,
@@ -448,7 +469,8 @@ impl Filter {
         let fields = crate::selector::FieldSelector::parse(
             q.get("fieldSelector").map_or("", String::as_str),
             &selectable_fields(r),
-        )?;
+        )?
+        .map_fields(|f| registry::convert::field_label_to_storage(r, f));
         Ok(Filter { labels, fields })
     }
 
@@ -540,7 +562,7 @@ async fn list(
             let obj = object::from_stored(&stored.value, stored.revision)?;
             last_key = Some(key);
             if filter.matches(&obj) {
-                items.push(Value::Object(obj));
+                items.push(Value::Object(registry::convert::from_storage(r, obj)));
                 if limit > 0 && items.len() as i64 >= limit {
                     break;
                 }
@@ -688,7 +710,8 @@ async fn create(
     } else {
         Vec::new()
     };
-    let created = ctx.storage.create(&key, object::encode(&obj)?).await;
+    let stored = registry::convert::to_storage(r, obj.clone());
+    let created = ctx.storage.create(&key, object::encode(&stored)?).await;
     if created.is_err() {
         service::release(ctx, &taken).await;
     }
@@ -827,7 +850,11 @@ async fn store_update(
     }
     let rev = ctx
         .storage
-        .update(&key, object::encode(&new)?, expected)
+        .update(
+            &key,
+            object::encode(&registry::convert::to_storage(r, new.clone()))?,
+            expected,
+        )
         .await
         .map_err(|e| conflict_or(e, r, name))?;
     if let Some(m) = object::meta(&mut new) {
@@ -914,6 +941,9 @@ async fn patch(
         let mut doc = Value::Object(old.clone());
         match ctype.as_str() {
             "application/merge-patch+json" => json_patch::merge(&mut doc, &patch),
+            "application/strategic-merge-patch+json" => {
+                doc = Value::Object(crate::patch::strategic_merge(r, old.clone(), &patch)?);
+            }
             "application/json-patch+json" => {
                 let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                     .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;

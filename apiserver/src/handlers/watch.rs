@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{Ctx, Filter, Query, Render, cached_list, object, selectable_fields};
+use super::{Ctx, Filter, Query, Render, cached_list, object, stored_fields};
 use crate::error::{ApiError, Result};
 use crate::registry;
 use crate::registry::catalog::ResourceInfo;
@@ -135,8 +135,16 @@ struct WatchTask {
 }
 
 impl WatchTask {
-    /// An event line for `obj`: the object itself, or a one-row Table of it.
-    fn ev(&self, kind: &str, obj: &Map<String, Value>) -> Bytes {
+    /// An event line for the stored object `stored`: the object itself (converted to the
+    /// served form), or a one-row Table of it.
+    fn ev(&self, kind: &str, stored: &Map<String, Value>) -> Bytes {
+        let converted;
+        let obj = if registry::convert::is_converted(self.r) {
+            converted = registry::convert::from_storage(self.r, stored.clone());
+            &converted
+        } else {
+            stored
+        };
         if self.render.table {
             let meta = json!({ "resourceVersion": object::meta_str(obj, "resourceVersion") });
             if let Value::Object(t) = crate::tables::to_table(
@@ -174,9 +182,10 @@ impl WatchTask {
         }
     }
 
-    /// An event line for a cached object: the stored bytes spliced, or a one-row Table.
+    /// An event line for a cached object: the stored bytes spliced, or (for a Table or a
+    /// converted resource) built from the decoded object.
     fn cached_ev(&self, kind: &str, obj: &CachedObject) -> Option<Bytes> {
-        if self.render.table {
+        if self.render.table || registry::convert::is_converted(self.r) {
             return obj.to_map().map(|m| self.ev(kind, &m));
         }
         Some(event_line(kind, obj))
@@ -239,7 +248,7 @@ impl WatchTask {
         let mut cache = self
             .ctx
             .watch_cache
-            .subscribe(&registry::prefix(self.r, ""), &selectable_fields(self.r));
+            .subscribe(&registry::prefix(self.r, ""), &stored_fields(self.r));
         loop {
             // Reading the window marks it seen, so `changed` below wakes for anything newer.
             let from_cache = match cache.since(next - 1) {
@@ -290,7 +299,7 @@ impl WatchTask {
             return None;
         }
         if self.filter.is_empty() {
-            if self.render.table {
+            if self.render.table || registry::convert::is_converted(self.r) {
                 return self.cached_ev(e.kind.as_str(), &e.object);
             }
             return Some(e.line());

@@ -1,10 +1,13 @@
 //! The registry: which resources this server serves, and how an object of each is keyed.
 //!
 //! One generic code path serves every resource (`crate::handlers`); a resource is only a
-//! [`catalog::ResourceInfo`] row. Today every stored built-in kind is served at its
-//! preferred version (one stored version per resource, so no conversion is needed yet).
+//! [`catalog::ResourceInfo`] row. Every stored built-in kind is served at its preferred
+//! version; a resource that upstream stores as another resource's objects
+//! (`events.k8s.io/v1` events: core/v1 Events) shares that resource's keys and is converted
+//! on the way in and out ([`convert`]).
 
 pub mod catalog;
+pub mod convert;
 pub mod typed;
 pub(crate) mod types;
 
@@ -92,23 +95,26 @@ impl Registry {
     }
 }
 
-/// The storage key of an object: `/registry/<group|core>/<plural>/[<namespace>/]<name>`.
+/// The storage key of an object: `/registry/<group|core>/<plural>/[<namespace>/]<name>`, with
+/// the group and plural of the resource it is stored as ([`convert::stored_as`]).
 pub fn key(r: &ResourceInfo, namespace: &str, name: &str) -> String {
-    let group = if r.group.is_empty() { "core" } else { r.group };
+    let (group, plural) = convert::stored_as(r);
+    let group = if group.is_empty() { "core" } else { group };
     if r.namespaced {
-        format!("/registry/{group}/{}/{namespace}/{name}", r.plural)
+        format!("/registry/{group}/{plural}/{namespace}/{name}")
     } else {
-        format!("/registry/{group}/{}/{name}", r.plural)
+        format!("/registry/{group}/{plural}/{name}")
     }
 }
 
 /// The key prefix of a collection (all namespaces when `namespace` is empty).
 pub fn prefix(r: &ResourceInfo, namespace: &str) -> String {
-    let group = if r.group.is_empty() { "core" } else { r.group };
+    let (group, plural) = convert::stored_as(r);
+    let group = if group.is_empty() { "core" } else { group };
     if r.namespaced && !namespace.is_empty() {
-        format!("/registry/{group}/{}/{namespace}/", r.plural)
+        format!("/registry/{group}/{plural}/{namespace}/")
     } else {
-        format!("/registry/{group}/{}/", r.plural)
+        format!("/registry/{group}/{plural}/")
     }
 }
 

@@ -15,6 +15,7 @@
 //! - `apps` — Deployment, ReplicaSet, StatefulSet, DaemonSet and ReplicationController.
 //! - `batch` — Job and CronJob (with the cron schedule parser of `robfig/cron`).
 //! - `core` — Pod, PodTemplate, Service, ConfigMap and Secret.
+//! - `events` — events.k8s.io/v1 Event (on its core form, as upstream).
 //!
 //! Metadata (name, labels) is checked elsewhere (`handlers::object`). Kinds not listed have no
 //! checks here.
@@ -22,6 +23,7 @@
 mod apps;
 mod batch;
 mod core;
+mod events;
 mod pod;
 
 use serde_json::{Map, Value};
@@ -45,6 +47,7 @@ pub fn validate(
         ("", "v1") => core::validate(r.kind, obj, old),
         ("apps", "v1") => apps::validate(r.kind, obj, old),
         ("batch", "v1") => batch::validate(r.kind, obj, old),
+        ("events.k8s.io", "v1") => events::validate(r.kind, obj, old),
         _ => Vec::new(),
     }
 }

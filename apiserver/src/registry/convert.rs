@@ -1,0 +1,242 @@
+//! Resources served as another version of a stored resource, and the conversion between the
+//! served and the stored form.
+//!
+//! Today this is `events.k8s.io/v1` Event, which upstream stores as core/v1 Event under the
+//! core events' keys (`pkg/apis/events/v1/conversion.go`): both APIs read and write the same
+//! objects. Objects are converted where they enter storage ([`to_storage`]) and where they
+//! leave it ([`from_storage`]); field selectors are translated to the stored form
+//! ([`field_label_to_storage`]), so the watch cache of the stored resource serves both.
+//! Every other resource is stored as served and both functions are the identity.
+
+use serde_json::{Map, Value, json};
+
+use super::catalog::{self, ResourceInfo};
+
+/// Served field ↔ stored field of `events.k8s.io/v1` Event (served name first); every other
+/// field (metadata, eventTime, series, reason, type, action, related, reportingInstance) has
+/// the same name in both.
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+    ("reportingController", "reportingComponent"),
+];
+
+/// Field selector labels of `events.k8s.io/v1` Event whose stored (core) label differs
+/// (upstream's field label conversion for the group).
+const EVENT_LABELS: &[(&str, &str)] = &[
+    ("regarding.kind", "involvedObject.kind"),
+    ("regarding.namespace", "involvedObject.namespace"),
+    ("regarding.name", "involvedObject.name"),
+    ("regarding.uid", "involvedObject.uid"),
+    ("regarding.apiVersion", "involvedObject.apiVersion"),
+    (
+        "regarding.resourceVersion",
+        "involvedObject.resourceVersion",
+    ),
+    ("regarding.fieldPath", "involvedObject.fieldPath"),
+    ("reportingController", "reportingComponent"),
+];
+
+/// Whether `r` is served as a conversion of another resource's stored objects.
+pub fn is_converted(r: &ResourceInfo) -> bool {
+    r.group == "events.k8s.io" && r.plural == "events"
+}
+
+/// The resource whose stored objects `r` serves, when that is not `r` itself.
+pub fn storage_resource(r: &ResourceInfo) -> Option<&'static ResourceInfo> {
+    if is_converted(r) {
+        catalog::find("", "v1", "events")
+    } else {
+        None
+    }
+}
+
+/// The group and plural under which `r`'s objects are stored (`""` for core).
+pub fn stored_as(r: &ResourceInfo) -> (&'static str, &'static str) {
+    match storage_resource(r) {
+        Some(s) => (s.group, s.plural),
+        None => (r.group, r.plural),
+    }
+}
+
+/// Moves each `from` field of `obj` to its `to` name.
+fn rename(obj: &mut Map<String, Value>, pairs: impl Iterator<Item = (&'static str, &'static str)>) {
+    for (from, to) in pairs {
+        let value = obj.remove(from);
+        obj.remove(to);
+        if let Some(v) = value {
+            obj.insert(to.to_owned(), v);
+        }
+    }
+}
+
+/// `obj` as served by `r` converted to the form it is stored in.
+pub fn to_storage(r: &ResourceInfo, mut obj: Map<String, Value>) -> Map<String, Value> {
+    let Some(s) = storage_resource(r) else {
+        return obj;
+    };
+    rename(&mut obj, EVENT_FIELDS.iter().copied());
+    obj.insert("apiVersion".into(), json!(super::api_version(s)));
+    obj.insert("kind".into(), json!(s.kind));
+    obj
+}
+
+/// A stored object converted to the form `r` serves.
+pub fn from_storage(r: &ResourceInfo, mut obj: Map<String, Value>) -> Map<String, Value> {
+    if !is_converted(r) {
+        return obj;
+    }
+    rename(&mut obj, EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)));
+    obj.insert("apiVersion".into(), json!(super::api_version(r)));
+    obj.insert("kind".into(), json!(r.kind));
+    obj
+}
+
+/// The field selector label of the stored form for `r`'s label `label`.
+pub fn field_label_to_storage<'a>(r: &ResourceInfo, label: &'a str) -> &'a str {
+    if !is_converted(r) {
+        return label;
+    }
+    EVENT_LABELS
+        .iter()
+        .find(|(served, _)| *served == label)
+        .map_or(label, |(_, stored)| stored)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events_v1() -> &'static ResourceInfo {
+        catalog::find("events.k8s.io", "v1", "events").unwrap()
+    }
+
+    fn core_events() -> &'static ResourceInfo {
+        catalog::find("", "v1", "events").unwrap()
+    }
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        }
+    }
+
+    fn served_event() -> Map<String, Value> {
+        obj(json!({
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": { "name": "web.1", "namespace": "default" },
+            "eventTime": "2024-01-02T03:04:05.000000Z",
+            "series": { "count": 2, "lastObservedTime": "2024-01-02T03:05:05.000000Z" },
+            "regarding": { "kind": "Pod", "namespace": "default", "name": "web", "uid": "u1" },
+            "related": { "kind": "Node", "name": "n1" },
+            "note": "Pulling image",
+            "reason": "Pulling",
+            "type": "Normal",
+            "action": "Pull",
+            "reportingController": "example.com/ctl",
+            "reportingInstance": "ctl-1",
+            "deprecatedSource": { "component": "kubelet" },
+            "deprecatedFirstTimestamp": "2024-01-02T03:04:05Z",
+            "deprecatedLastTimestamp": "2024-01-02T03:05:05Z",
+            "deprecatedCount": 3,
+        }))
+    }
+
+    fn stored_event() -> Map<String, Value> {
+        obj(json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": { "name": "web.1", "namespace": "default" },
+            "eventTime": "2024-01-02T03:04:05.000000Z",
+            "series": { "count": 2, "lastObservedTime": "2024-01-02T03:05:05.000000Z" },
+            "involvedObject": { "kind": "Pod", "namespace": "default", "name": "web", "uid": "u1" },
+            "related": { "kind": "Node", "name": "n1" },
+            "message": "Pulling image",
+            "reason": "Pulling",
+            "type": "Normal",
+            "action": "Pull",
+            "reportingComponent": "example.com/ctl",
+            "reportingInstance": "ctl-1",
+            "source": { "component": "kubelet" },
+            "firstTimestamp": "2024-01-02T03:04:05Z",
+            "lastTimestamp": "2024-01-02T03:05:05Z",
+            "count": 3,
+        }))
+    }
+
+    #[test]
+    fn events_v1_is_stored_as_core_events() {
+        assert_eq!(stored_as(events_v1()), ("", "events"));
+        assert_eq!(stored_as(core_events()), ("", "events"));
+        assert!(storage_resource(core_events()).is_none());
+        let pods = catalog::find("", "v1", "pods").unwrap();
+        assert_eq!(stored_as(pods), ("", "pods"));
+    }
+
+    #[test]
+    fn events_v1_converts_to_core_form() {
+        assert_eq!(to_storage(events_v1(), served_event()), stored_event());
+    }
+
+    #[test]
+    fn core_form_converts_to_events_v1() {
+        assert_eq!(from_storage(events_v1(), stored_event()), served_event());
+    }
+
+    #[test]
+    fn a_minimal_core_event_converts_without_inventing_fields() {
+        let stored = obj(json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": { "name": "e", "namespace": "ns" },
+            "involvedObject": { "kind": "Pod", "name": "p" },
+            "message": "hello",
+        }));
+        let served = from_storage(events_v1(), stored.clone());
+        assert_eq!(
+            Value::Object(served.clone()),
+            json!({
+                "apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": { "name": "e", "namespace": "ns" },
+                "regarding": { "kind": "Pod", "name": "p" },
+                "note": "hello",
+            })
+        );
+        assert_eq!(to_storage(events_v1(), served), stored);
+    }
+
+    #[test]
+    fn other_resources_are_not_converted() {
+        let stored = stored_event();
+        assert_eq!(to_storage(core_events(), stored.clone()), stored);
+        assert_eq!(from_storage(core_events(), stored.clone()), stored);
+        assert!(!is_converted(core_events()));
+    }
+
+    #[test]
+    fn field_labels_map_to_core_names() {
+        let r = events_v1();
+        assert_eq!(
+            field_label_to_storage(r, "regarding.kind"),
+            "involvedObject.kind"
+        );
+        assert_eq!(
+            field_label_to_storage(r, "regarding.uid"),
+            "involvedObject.uid"
+        );
+        assert_eq!(
+            field_label_to_storage(r, "reportingController"),
+            "reportingComponent"
+        );
+        assert_eq!(field_label_to_storage(r, "reason"), "reason");
+        assert_eq!(
+            field_label_to_storage(core_events(), "reportingController"),
+            "reportingController"
+        );
+    }
+}
