@@ -93,6 +93,18 @@ pub enum ApiError {
         /// Why, e.g. "the object has been modified; please apply your changes to the latest version and try again".
         detail: String,
     },
+    /// 409: a server-side apply conflicts with other field managers.
+    #[error("{message}")]
+    ApplyConflict {
+        /// The resource.
+        resource: GroupResource,
+        /// The object name.
+        name: String,
+        /// `Apply failed with 1 conflict: conflict with "m" using apps/v1: .spec.replicas`.
+        message: String,
+        /// One `FieldManagerConflict` per field.
+        causes: Vec<FieldError>,
+    },
     /// 410: the resourceVersion or continue token is too old.
     #[error("{0}")]
     Gone(String),
@@ -172,7 +184,9 @@ impl ApiError {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } | ApiError::NoRoute => StatusCode::NOT_FOUND,
-            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::AlreadyExists { .. }
+            | ApiError::Conflict { .. }
+            | ApiError::ApplyConflict { .. } => StatusCode::CONFLICT,
             ApiError::Gone(_) => StatusCode::GONE,
             ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -196,7 +210,7 @@ impl ApiError {
             ApiError::Forbidden { .. } => "Forbidden",
             ApiError::NotFound { .. } | ApiError::NoRoute => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
-            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
             ApiError::Gone(_) => "Expired",
             ApiError::Invalid { .. } => "Invalid",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
@@ -239,6 +253,22 @@ impl ApiError {
                 let mut d = json!({ "name": name, "kind": kind, "causes": causes });
                 if !group.is_empty() {
                     d["group"] = json!(group);
+                }
+                Some(d)
+            }
+            ApiError::ApplyConflict {
+                resource,
+                name,
+                causes,
+                ..
+            } => {
+                let causes: Vec<Value> = causes
+                    .iter()
+                    .map(|c| json!({ "type": c.reason, "message": c.message, "field": c.field }))
+                    .collect();
+                let mut d = json!({ "name": name, "kind": resource.resource, "causes": causes });
+                if !resource.group.is_empty() {
+                    d["group"] = json!(resource.group);
                 }
                 Some(d)
             }

@@ -9,6 +9,8 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod apply;
+pub mod authz;
 pub mod codec;
 pub mod defaults;
 pub mod discovery;
@@ -18,6 +20,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod patch;
 pub mod pipeline;
+pub mod quantity;
 pub mod registry;
 pub mod request_info;
 pub mod selector;

@@ -41,7 +41,7 @@ impl UserInfo {
 /// Paths anyone may read without credentials (upstream's `system:public-info-viewer`).
 const PUBLIC_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version"];
 
-fn is_public(path: &str) -> bool {
+pub(crate) fn is_public(path: &str) -> bool {
     PUBLIC_PATHS
         .iter()
         .any(|p| path == *p || path.starts_with(&format!("{p}/")))
@@ -88,41 +88,76 @@ pub enum Decision {
     NoOpinion,
 }
 
+/// A decision with upstream's reason (`RBAC: allowed by …`), as access reviews report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The decision.
+    pub decision: Decision,
+    /// Why (may be empty).
+    pub reason: String,
+}
+
+/// The rules a user holds in a namespace (upstream's `RulesFor`).
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    /// Resource and non-resource rules.
+    pub rules: Vec<crate::authz::rbac::PolicyRule>,
+    /// Whether the list may be missing rules.
+    pub incomplete: bool,
+    /// Errors met while resolving (empty when none).
+    pub errors: Vec<String>,
+}
+
+/// Where an authorizer's state must be before it decides: `applied` must reach `target`
+/// (the store revision when the request arrived), so a client's own earlier writes count.
+pub struct SyncPoint {
+    /// The store revision to reach.
+    pub target: i64,
+    /// The revision the authorizer's state is at.
+    pub applied: tokio::sync::watch::Receiver<i64>,
+}
+
+/// How long a request waits for the authorizer's state to catch up.
+const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Decides whether a user may do what a request asks.
 pub trait Authorizer: Send + Sync {
+    /// The decision and its reason for `user` doing `info`.
+    fn decide(&self, user: &UserInfo, info: &RequestInfo) -> Outcome;
+
     /// The decision for `user` doing `info`.
-    fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Decision;
-}
-
-/// Discovery paths every authenticated user may read (upstream's `system:discovery` role).
-const DISCOVERY_PATHS: &[&str] = &["/api", "/apis", "/openapi", "/version"];
-
-fn is_discovery(path: &str) -> bool {
-    DISCOVERY_PATHS
-        .iter()
-        .any(|p| path == *p || path.starts_with(&format!("{p}/")))
-}
-
-/// `system:masters` may do everything; public paths are open to everyone and discovery to
-/// every authenticated user (upstream's bootstrap `system:public-info-viewer` and
-/// `system:discovery`). Until RBAC lands every other request is denied (secure by default).
-#[derive(Debug, Default)]
-pub struct MastersOnly;
-
-impl Authorizer for MastersOnly {
     fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Decision {
-        if user.groups.iter().any(|g| g == "system:masters") {
-            return Decision::Allow;
+        self.decide(user, info).decision
+    }
+
+    /// The rules `user` holds in `namespace`.
+    fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> Rules {
+        Rules {
+            incomplete: true,
+            ..Rules::default()
         }
-        if !info.is_resource && info.verb == "get" {
-            let authenticated = user.groups.iter().any(|g| g == "system:authenticated");
-            if is_public(&info.path) || (authenticated && is_discovery(&info.path)) {
-                return Decision::Allow;
-            }
-        }
-        Decision::NoOpinion
+    }
+
+    /// The rules a binding's role reference grants in `namespace`, or why it cannot be
+    /// resolved.
+    fn role_ref_rules(
+        &self,
+        role_ref: &crate::authz::rbac::RoleRef,
+        _namespace: &str,
+    ) -> Result<Vec<crate::authz::rbac::PolicyRule>, String> {
+        Err(format!("{} \"{}\" not found", role_ref.kind, role_ref.name))
+    }
+
+    /// The state to wait for before deciding, if the authorizer follows the store.
+    fn sync(&self) -> Option<SyncPoint> {
+        None
     }
 }
+
+/// The authorizer of the server, in every request's extensions (access reviews and
+/// escalation checks ask it).
+#[derive(Clone)]
+pub struct AuthorizerHandle(pub Arc<dyn Authorizer>);
 
 /// Upstream's Forbidden message for a denied request.
 pub fn forbidden(user: &UserInfo, info: &RequestInfo) -> ApiError {
@@ -162,6 +197,96 @@ pub fn forbidden(user: &UserInfo, info: &RequestInfo) -> ApiError {
     }
 }
 
+async fn wait_sync(authorizer: &dyn Authorizer) {
+    if let Some(mut sync) = authorizer.sync() {
+        let target = sync.target;
+        let _ = tokio::time::timeout(SYNC_WAIT, sync.applied.wait_for(|r| *r >= target)).await;
+    }
+}
+
+fn impersonate_attrs(group: &str, resource: &str, namespace: &str, name: &str) -> RequestInfo {
+    RequestInfo {
+        is_resource: true,
+        verb: "impersonate".into(),
+        api_prefix: if group.is_empty() { "api" } else { "apis" }.into(),
+        group: group.into(),
+        version: "v1".into(),
+        namespace: namespace.into(),
+        resource: resource.into(),
+        name: name.into(),
+        ..RequestInfo::default()
+    }
+}
+
+/// Impersonation (`Impersonate-User`, `Impersonate-Group`, `Impersonate-Uid`), after
+/// authentication: each requested attribute needs the `impersonate` verb on `users`,
+/// `serviceaccounts`, `groups` or `uids` (upstream's `WithImpersonation`); the request then
+/// runs as the impersonated user.
+pub async fn impersonate(
+    authorizer: Arc<dyn Authorizer>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let headers = req.headers();
+    let values = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .collect()
+    };
+    let users = values("impersonate-user");
+    let groups = values("impersonate-group");
+    let uids = values("impersonate-uid");
+    if users.is_empty() && groups.is_empty() && uids.is_empty() {
+        return next.run(req).await;
+    }
+    let Some(acting) = req.extensions().get::<UserInfo>().cloned() else {
+        return ApiError::Unauthorized.into_response();
+    };
+    let Some(name) = users.first().cloned() else {
+        return ApiError::Internal(format!(
+            "requested {:?} without impersonating a user",
+            groups.iter().chain(&uids).collect::<Vec<_>>()
+        ))
+        .into_response();
+    };
+    wait_sync(authorizer.as_ref()).await;
+    let mut checks = Vec::new();
+    let sa = name
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'));
+    match sa {
+        Some((ns, sa_name)) => checks.push(impersonate_attrs("", "serviceaccounts", ns, sa_name)),
+        None => checks.push(impersonate_attrs("", "users", "", &name)),
+    }
+    for g in &groups {
+        checks.push(impersonate_attrs("", "groups", "", g));
+    }
+    for u in &uids {
+        checks.push(impersonate_attrs("authentication.k8s.io", "uids", "", u));
+    }
+    for attrs in &checks {
+        if authorizer.authorize(&acting, attrs) != Decision::Allow {
+            return forbidden(&acting, attrs).into_response();
+        }
+    }
+    let mut new_groups = groups.clone();
+    if let (Some((ns, _)), true) = (sa, groups.is_empty()) {
+        new_groups.push("system:serviceaccounts".into());
+        new_groups.push(format!("system:serviceaccounts:{ns}"));
+    }
+    if name != "system:anonymous" && !new_groups.iter().any(|g| g == "system:authenticated") {
+        new_groups.push("system:authenticated".into());
+    }
+    req.extensions_mut().insert(UserInfo {
+        name,
+        groups: new_groups,
+    });
+    next.run(req).await
+}
+
 /// Authorization middleware over an [`Authorizer`].
 pub async fn authorize(authorizer: Arc<dyn Authorizer>, req: Request, next: Next) -> Response {
     let (Some(user), Some(info)) = (
@@ -170,8 +295,14 @@ pub async fn authorize(authorizer: Arc<dyn Authorizer>, req: Request, next: Next
     ) else {
         return ApiError::Unauthorized.into_response();
     };
+    wait_sync(authorizer.as_ref()).await;
     match authorizer.authorize(user, info) {
-        Decision::Allow => next.run(req).await,
+        Decision::Allow => {
+            let mut req = req;
+            req.extensions_mut()
+                .insert(AuthorizerHandle(Arc::clone(&authorizer)));
+            next.run(req).await
+        }
         Decision::Deny | Decision::NoOpinion => forbidden(user, info).into_response(),
     }
 }
@@ -196,24 +327,6 @@ mod tests {
         assert_eq!(
             forbidden(&alice, &nodes).to_string(),
             "nodes \"n1\" is forbidden: User \"alice\" cannot get resource \"nodes\" in API group \"\" at the cluster scope"
-        );
-    }
-
-    #[test]
-    fn masters_may_do_anything_and_others_nothing() {
-        let info = RequestInfo::parse(
-            &Method::DELETE,
-            "/apis/apps/v1/namespaces/x/deployments/y",
-            None,
-        );
-        let admin = UserInfo {
-            name: "admin".into(),
-            groups: vec!["system:masters".into()],
-        };
-        assert_eq!(MastersOnly.authorize(&admin, &info), Decision::Allow);
-        assert_eq!(
-            MastersOnly.authorize(&UserInfo::anonymous(), &info),
-            Decision::NoOpinion
         );
     }
 }

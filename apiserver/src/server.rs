@@ -21,7 +21,7 @@ use tower::ServiceExt as _;
 use crate::discovery;
 use crate::handlers::{self, Ctx};
 use crate::metrics::Metrics;
-use crate::pipeline::{self, Authorizer, MastersOnly, PeerIdentity, UserInfo};
+use crate::pipeline::{self, Authorizer, PeerIdentity, UserInfo};
 
 /// Where and how to serve.
 #[derive(Debug, Clone)]
@@ -206,8 +206,8 @@ async fn openapi(api: LazyOpenApi, req: Request) -> Response {
         .serve(req.uri().path(), req.uri().query(), accept.as_deref())
 }
 
-/// The router with the tier-1 pipeline: request info → authentication → in-flight limits
-/// and metrics → authorization.
+/// The router with the tier-1 pipeline: request info → authentication → impersonation →
+/// in-flight limits and metrics → authorization.
 pub fn router(ctx: Arc<Ctx>, authorizer: Arc<dyn Authorizer>, metrics: Arc<Metrics>) -> Router {
     let exposition = Arc::clone(&metrics);
     let lazy = LazyOpenApi {
@@ -253,6 +253,7 @@ pub fn router(ctx: Arc<Ctx>, authorizer: Arc<dyn Authorizer>, metrics: Arc<Metri
         .route("/readyz", get(health))
         .fallback(handlers::dispatch)
         .with_state(ctx);
+    let impersonation = Arc::clone(&authorizer);
     // `Router::layer` wraps outside-in: the last layer added runs first.
     resources
         .layer(axum::middleware::from_fn(move |req, next| {
@@ -260,6 +261,9 @@ pub fn router(ctx: Arc<Ctx>, authorizer: Arc<dyn Authorizer>, metrics: Arc<Metri
         }))
         .layer(axum::middleware::from_fn(move |req, next| {
             crate::metrics::layer(Arc::clone(&metrics), req, next)
+        }))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            pipeline::impersonate(Arc::clone(&impersonation), req, next)
         }))
         .layer(axum::middleware::from_fn(pipeline::authenticate))
         .layer(axum::middleware::from_fn(pipeline::request_info))
@@ -278,7 +282,8 @@ pub async fn serve(
         .map_err(|source| Error::Listen { addr, source })?;
     tracing::info!(%addr, "serving the Kubernetes API over HTTPS");
     let metrics = Arc::new(Metrics::new(MAX_READONLY_INFLIGHT, MAX_MUTATING_INFLIGHT));
-    let app = router(ctx, Arc::new(MastersOnly) as Arc<dyn Authorizer>, metrics);
+    let authorizer = Arc::new(crate::authz::Authz::new(ctx.storage.clone()));
+    let app = router(ctx, authorizer as Arc<dyn Authorizer>, metrics);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {

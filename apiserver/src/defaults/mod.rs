@@ -30,8 +30,9 @@
 //! (generated Job selectors and labels: `handlers::strategy`; Service cluster IPs, `ipFamilies` and
 //! `ipFamilyPolicy`, Namespace `spec.finalizers`, Pod `status`), and admission plugins
 //! (ServiceAccount, Priority with `priority`/`preemptionPolicy`, DefaultTolerationSeconds,
-//! DefaultStorageClass). Resource quantities are stored as sent: upstream rounds them up to
-//! milli precision and re-serializes them in canonical form, which is not reproduced.
+//! DefaultStorageClass). Resource quantities are parsed, rounded (`SetDefaults_ResourceList`'s
+//! milli precision for resource lists) and re-serialized in canonical form by
+//! `crate::quantity::canonicalize`, which the handlers call right after `apply`.
 
 mod apps;
 mod batch;

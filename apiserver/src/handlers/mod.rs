@@ -3,10 +3,13 @@
 //! `dispatch` reads the [`RequestInfo`] parsed by the pipeline, finds the resource, and runs
 //! the verb: decode → prepare (server-owned metadata) → validate → storage → encode.
 
+mod apply;
 mod cached_list;
 mod delete;
 mod freshness;
 mod object;
+mod rbac_writes;
+mod review;
 mod service;
 mod strategy;
 mod subresources;
@@ -175,6 +178,7 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
     let r = ctx
         .registry
         .find(&info.group, &info.version, &info.resource)
+        .or_else(|| review::find(&info))
         .ok_or(ApiError::NoRoute)?;
     let query = parse_query(req.uri().query());
     let (parts, body) = req.into_parts();
@@ -201,7 +205,11 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
             query.get("includeObject").map(String::as_str),
         ),
     };
+    rbac_writes::guard(&info, &parts, &body)?;
     match (info.subresource.as_str(), info.verb.as_str()) {
+        ("", "create") if r.kind_class == registry::catalog::KindClass::Review => {
+            review::create(r, &info, &parts, &body)
+        }
         ("", "get") => {
             freshness::wait_for(ctx, query_rv(&query)).await?;
             get(ctx, r, namespace, &info.name, &render).await
@@ -653,6 +661,7 @@ async fn create(
     object::check_type(&mut obj, r)?;
     let (mut obj, warnings) = field_validation(r, obj, q)?;
     crate::defaults::apply(r, &mut obj);
+    crate::quantity::canonicalize(r, &mut obj)?;
     let body_ns = object::meta_str(&obj, "namespace").to_owned();
     if r.namespaced {
         if !body_ns.is_empty() && body_ns != namespace {
@@ -680,6 +689,7 @@ async fn create(
     // Upstream also defaults when decoding from storage: status cleared above reads back
     // with its defaults (e.g. PVC status.phase).
     crate::defaults::apply(r, &mut obj);
+    crate::apply::record_update(r, &mut obj, &Map::new(), q, headers);
     object::validate(r, &obj, true, None)?;
     if r.namespaced {
         check_namespace(ctx, namespace).await?;
@@ -893,6 +903,7 @@ async fn update(
     object::check_type(&mut new, r)?;
     let (mut new, warnings) = field_validation(r, new, q)?;
     crate::defaults::apply(r, &mut new);
+    crate::quantity::canonicalize(r, &mut new)?;
     let (old, current) = load(ctx, r, namespace, name).await?;
     let wanted = object::meta_str(&new, "resourceVersion");
     let expected = if wanted.is_empty() {
@@ -907,6 +918,7 @@ async fn update(
             detail: MODIFIED.into(),
         });
     }
+    crate::apply::record_update(r, &mut new, &old, q, headers);
     let stored = store_update(ctx, r, namespace, name, new, &old, expected, scope, q).await?;
     Ok(with_warnings(
         object_response(StatusCode::OK, stored),
@@ -934,6 +946,9 @@ async fn patch(
         .unwrap_or("")
         .trim()
         .to_owned();
+    if ctype == "application/apply-patch+yaml" {
+        return apply::apply(ctx, r, namespace, name, body, q, scope).await;
+    }
     let patch: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
     for _ in 0..PATCH_RETRIES {
@@ -974,6 +989,7 @@ async fn patch(
         object::check_type(&mut new, r)?;
         let (mut new, warnings) = field_validation(r, new, q)?;
         crate::defaults::apply(r, &mut new);
+        crate::quantity::canonicalize(r, &mut new)?;
         let wanted = object::meta_str(&new, "resourceVersion").to_owned();
         let conditional = !wanted.is_empty() && wanted != current.to_string();
         if conditional {
@@ -983,6 +999,7 @@ async fn patch(
                 detail: MODIFIED.into(),
             });
         }
+        crate::apply::record_update(r, &mut new, &old, q, headers);
         match store_update(ctx, r, namespace, name, new, &old, current, scope, q).await {
             Err(ApiError::Conflict { .. }) => continue,
             Ok(stored) => {
@@ -1024,6 +1041,9 @@ pub async fn bootstrap(ctx: &Ctx) -> Result<()> {
             Err(e) => return Err(storage_error(e)),
         }
     }
+    crate::authz::bootstrap::reconcile(&ctx.storage)
+        .await
+        .map_err(storage_error)?;
     bootstrap_kubernetes_service(ctx).await
 }
 

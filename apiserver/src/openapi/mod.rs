@@ -10,9 +10,11 @@
 //! `?hash=<SHA-512 of the document>`; a matching hash is answered as immutable for a year, a
 //! stale one with a 301 to the current URL.
 //!
-//! Module map: `kinds` (kind → k8s-openapi type), `schemas` (`components.schemas`), `paths`
+//! Module map: `kinds` (kind → k8s-openapi type), `schemas` (`components.schemas`),
+//! `extensions` (the `x-kubernetes-*` patch/list/map extensions), `paths`
 //! (operations), `v2` (the Swagger 2.0 conversion).
 
+mod extensions;
 mod kinds;
 mod paths;
 mod schemas;

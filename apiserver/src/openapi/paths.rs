@@ -15,14 +15,15 @@ use super::schemas::{MetaNames, reference};
 use crate::registry::SERVED_SUBRESOURCES;
 use crate::registry::catalog::ResourceInfo;
 
-/// Patch content types advertised. `application/strategic-merge-patch+json` is left out until
-/// the schemas carry the patch merge keys and strategies (see the `schemas` module): kubectl
-/// then builds strategic merge patches from its compiled-in types, which have them, rather than
-/// from our schemas, which would make every list atomic.
+/// Patch content types advertised, as upstream's. kubectl builds client-side apply's strategic
+/// merge patch from the v3 schemas (their `x-kubernetes-patch-*` extensions, see the
+/// `extensions` module) when the kind's patch operation lists
+/// `application/strategic-merge-patch+json`.
 pub(crate) const PATCH_CONTENT_TYPES: &[&str] = &[
     "application/apply-patch+yaml",
     "application/json-patch+json",
     "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
 ];
 
 /// Query parameters: name, schema type, description.

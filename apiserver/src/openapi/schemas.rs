@@ -3,14 +3,9 @@
 //! every served kind and its list, and the `<Kind>List` schemas (k8s-openapi has one generic
 //! `List<T>` without a schema of its own).
 //!
-//! Not derivable from the types, so **not** emitted yet: `x-kubernetes-list-type`,
-//! `x-kubernetes-list-map-keys`, `x-kubernetes-map-type`, `x-kubernetes-patch-merge-key` and
-//! `x-kubernetes-patch-strategy`. k8s-openapi's schemars impls carry none of them and its
-//! `DeepMerge` impls hold the list strategies only as code (closures comparing keys), not as
-//! data. Until they are added (issue 7), the patch operations do not advertise
-//! `application/strategic-merge-patch+json` (see `paths::PATCH_CONTENT_TYPES`), so that
-//! kubectl computes strategic merge patches from its compiled-in types instead of from schemas
-//! that would make every list atomic.
+//! The patch and list/map extensions (`x-kubernetes-patch-merge-key`, `-patch-strategy`,
+//! `-list-type`, `-list-map-keys`, `-map-type`) are not in k8s-openapi's schemars output; they
+//! are added from upstream's Go struct tags and markers by `extensions`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -84,6 +79,7 @@ pub(crate) fn generate(kinds: &[KindType]) -> Definitions {
     generator.subschema_for::<meta::APIResourceList>();
     generator.subschema_for::<meta::ListMeta>();
     let mut schemas = generator.take_definitions(true);
+    super::extensions::add(&mut schemas);
     let list_meta = meta::ListMeta::schema_name();
 
     for k in kinds {

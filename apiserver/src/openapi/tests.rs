@@ -139,8 +139,7 @@ async fn apps_v1_has_the_deployment_schema_and_passes_kubectls_field_validation_
         let content = patch["requestBody"]["content"].as_object().unwrap();
         assert!(content.contains_key("application/apply-patch+yaml"));
         assert!(content.contains_key("application/merge-patch+json"));
-        // Until the schemas carry patch merge keys (issue 7), see `paths::PATCH_CONTENT_TYPES`.
-        assert!(!content.contains_key("application/strategic-merge-patch+json"));
+        assert!(content.contains_key("application/strategic-merge-patch+json"));
     }
     // deployments/{name} and deployments/{name}/status.
     assert_eq!(patch_ops, 2);
@@ -233,6 +232,53 @@ async fn core_v1_has_pods_namespaces_and_explain_material() {
         paths["/api/v1/namespaces/{namespace}/pods"]["get"]["operationId"],
         "listCoreV1NamespacedPod"
     );
+}
+
+#[tokio::test]
+async fn schemas_carry_upstreams_patch_and_list_extensions() {
+    let core = get_json("/openapi/v3/api/v1", None).await;
+    let schemas = &core["components"]["schemas"];
+    let containers = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+    assert_eq!(containers["type"], "array");
+    assert_eq!(containers["x-kubernetes-list-type"], "map");
+    assert_eq!(
+        containers["x-kubernetes-list-map-keys"],
+        serde_json::json!(["name"])
+    );
+    assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+    assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
+    let volumes = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["volumes"];
+    assert_eq!(volumes["x-kubernetes-patch-strategy"], "merge,retainKeys");
+    let ports = &schemas["io.k8s.api.core.v1.Container"]["properties"]["ports"];
+    assert_eq!(
+        ports["x-kubernetes-list-map-keys"],
+        serde_json::json!(["containerPort", "protocol"])
+    );
+    assert_eq!(
+        schemas["io.k8s.api.core.v1.Container"]["properties"]["args"]["x-kubernetes-list-type"],
+        "atomic"
+    );
+    let node_selector = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["nodeSelector"];
+    assert_eq!(node_selector["x-kubernetes-map-type"], "atomic");
+    // Type-level `+structType=atomic` sits on the type's own schema.
+    assert_eq!(
+        schemas["io.k8s.api.core.v1.LocalObjectReference"]["x-kubernetes-map-type"],
+        "atomic"
+    );
+    let meta = &schemas["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"];
+    assert_eq!(meta["finalizers"]["x-kubernetes-list-type"], "set");
+    assert_eq!(
+        meta["ownerReferences"]["x-kubernetes-list-map-keys"],
+        serde_json::json!(["uid"])
+    );
+    assert_eq!(
+        schemas["io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"]["x-kubernetes-map-type"],
+        "atomic"
+    );
+    // A field-level marker next to a `$ref` goes beside its `allOf` wrapper.
+    let claim_ref = &schemas["io.k8s.api.core.v1.PersistentVolumeSpec"]["properties"]["claimRef"];
+    assert_eq!(claim_ref["x-kubernetes-map-type"], "granular");
+    assert!(claim_ref["allOf"][0]["$ref"].is_string(), "{claim_ref}");
 }
 
 #[test]

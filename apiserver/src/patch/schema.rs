@@ -3,7 +3,10 @@
 //!
 //! A [`Ty`] says where a JSON value sits in the Go type graph; [`Ty::field`] gives the
 //! metadata of one of its fields ([`FieldMeta`]: the field's value type, list strategy and
-//! merge key), so the engine can walk an object from its kind's root type.
+//! merge key), so the engine can walk an object from its kind's root type. The same file
+//! records the `+listType`/`+listMapKey`/`+mapType`/`+structType` markers ([`FieldMeta`]'s
+//! `list_type`, `list_keys`, `map_type`; [`struct_type`]), which server-side apply and the
+//! OpenAPI `x-kubernetes-*` extensions use.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -46,6 +49,14 @@ pub struct FieldMeta {
     pub strategy: Strategy,
     /// `patchMergeKey`, for lists of objects merged by key.
     pub merge_key: Option<&'static str>,
+    /// The `patchStrategy` tag as written (`merge,retainKeys`).
+    pub strategy_tag: Option<&'static str>,
+    /// `+listType=atomic|set|map`.
+    pub list_type: Option<&'static str>,
+    /// `+listMapKey` markers, joined by commas (`containerPort,protocol`).
+    pub list_keys: Option<&'static str>,
+    /// The field's `+mapType` or `+structType` marker (`atomic`, `granular`).
+    pub map_type: Option<&'static str>,
 }
 
 impl FieldMeta {
@@ -55,6 +66,10 @@ impl FieldMeta {
         elem: None,
         strategy: Strategy::Default,
         merge_key: None,
+        strategy_tag: None,
+        list_type: None,
+        list_keys: None,
+        map_type: None,
     };
 
     /// The type of the field's value when it is an object.
@@ -64,6 +79,11 @@ impl FieldMeta {
             (_, Some(elem)) => Ty::Struct(elem),
             _ => Ty::Untyped,
         }
+    }
+
+    /// Whether the value is a Go map (or a field without metadata holding an object).
+    pub fn shape_is_map(&self) -> bool {
+        matches!(self.shape, Shape::Map)
     }
 
     /// The type of the field's list items.
@@ -122,11 +142,27 @@ pub fn root(group: &str, version: &str, kind: &str) -> Option<Ty> {
         .map(|(k, _)| Ty::Struct(k))
 }
 
+/// The type-level `+structType` marker of a Go struct (`atomic`, `granular`).
+pub fn struct_type(ty: &str) -> Option<&'static str> {
+    SCHEMA.struct_types.get(ty).copied()
+}
+
+/// The recorded fields of Go struct `ty` (`core/v1.Container`), by JSON name.
+pub fn fields_of(ty: &str) -> impl Iterator<Item = (&'static str, FieldMeta)> {
+    SCHEMA
+        .fields
+        .get(ty)
+        .into_iter()
+        .flat_map(|f| f.iter().map(|(k, v)| (*k, *v)))
+}
+
 struct Schema {
     /// (group, version) → package (`apps/v1`).
     groups: HashMap<(String, String), &'static str>,
     /// Go type → JSON field → metadata.
     fields: HashMap<&'static str, HashMap<&'static str, FieldMeta>>,
+    /// Go type → type-level `+structType`.
+    struct_types: HashMap<&'static str, &'static str>,
 }
 
 static SCHEMA: LazyLock<Schema> = LazyLock::new(|| parse(DATA));
@@ -139,6 +175,7 @@ fn parse(data: &'static str) -> Schema {
     let mut schema = Schema {
         groups: HashMap::new(),
         fields: HashMap::new(),
+        struct_types: HashMap::new(),
     };
     for line in data.lines() {
         let words: Vec<&'static str> = line.split(' ').collect();
@@ -149,13 +186,28 @@ fn parse(data: &'static str) -> Schema {
                     .groups
                     .insert((group.to_owned(), (*version).to_owned()), package);
             }
-            ["field", ty, name, shape, elem, strategy, key] => {
+            ["type", ty, struct_type] => {
+                schema.struct_types.insert(ty, struct_type);
+            }
+            [
+                "field",
+                ty,
+                name,
+                shape,
+                elem,
+                strategy,
+                key,
+                list_type,
+                list_keys,
+                map_type,
+            ] => {
                 let shape = match *shape {
                     "struct" => Shape::Struct,
                     "list" => Shape::List,
                     "map" => Shape::Map,
                     _ => Shape::Prim,
                 };
+                let strategy_tag = dash(strategy);
                 let strategy = if strategy.split(',').any(|s| s == "merge") {
                     Strategy::Merge
                 } else if strategy.split(',').any(|s| s == "replace") {
@@ -168,6 +220,10 @@ fn parse(data: &'static str) -> Schema {
                     elem: dash(elem),
                     strategy,
                     merge_key: dash(key),
+                    strategy_tag,
+                    list_type: dash(list_type),
+                    list_keys: dash(list_keys),
+                    map_type: dash(map_type),
                 };
                 schema.fields.entry(ty).or_default().insert(name, meta);
             }

@@ -1,0 +1,338 @@
+//! `metadata.managedFields`: one entry per manager, operation (`Apply`, `Update`),
+//! apiVersion and subresource, with the time of its last change and its `FieldsV1` set.
+//! [`record_update`] is what every create, update and patch does; [`apply`] is server-side
+//! apply (conflicts, `force`, removal of fields a manager stopped applying).
+
+use serde_json::{Map, Value, json};
+
+use super::fieldset::{self, Set};
+use super::merge;
+use crate::patch::schema::Ty;
+
+/// One `managedFields` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The field manager.
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    /// The apiVersion the manager wrote.
+    pub api_version: String,
+    /// RFC 3339 time of the last change.
+    pub time: String,
+    /// The subresource (`status`) or empty.
+    pub subresource: String,
+    /// The fields owned.
+    pub fields: Set,
+}
+
+/// Fields no manager owns: identity, server-set metadata, and status (the main resource).
+const IGNORED: &[&str] = &["apiVersion", "kind", "status"];
+const IGNORED_META: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+    "managedFields",
+];
+
+/// `obj` without the fields no manager owns.
+pub fn owned_part(obj: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = obj.clone();
+    for k in IGNORED {
+        out.remove(*k);
+    }
+    if let Some(Value::Object(meta)) = out.get_mut("metadata") {
+        for k in IGNORED_META {
+            meta.remove(*k);
+        }
+        if meta.is_empty() {
+            out.remove("metadata");
+        }
+    }
+    out
+}
+
+/// The entries of `obj`'s `metadata.managedFields` (malformed entries are dropped).
+pub fn entries(obj: &Map<String, Value>) -> Vec<Entry> {
+    let list = obj
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .and_then(Value::as_array);
+    let str_of = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    list.into_iter()
+        .flatten()
+        .filter_map(|e| {
+            Some(Entry {
+                manager: str_of(e, "manager"),
+                operation: str_of(e, "operation"),
+                api_version: str_of(e, "apiVersion"),
+                time: str_of(e, "time"),
+                subresource: str_of(e, "subresource"),
+                fields: Set::from_json(e.get("fieldsV1")?)?,
+            })
+        })
+        .collect()
+}
+
+/// Writes `entries` (those with fields) into `obj`'s metadata.
+pub fn store(obj: &mut Map<String, Value>, entries: &[Entry]) {
+    let list: Vec<Value> = entries
+        .iter()
+        .filter(|e| !e.fields.is_empty())
+        .map(|e| {
+            let mut v = json!({
+                "manager": e.manager,
+                "operation": e.operation,
+                "apiVersion": e.api_version,
+                "time": e.time,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": e.fields.to_json(),
+            });
+            if !e.subresource.is_empty() {
+                v["subresource"] = json!(e.subresource);
+            }
+            v
+        })
+        .collect();
+    if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
+        if list.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(list));
+        }
+    }
+}
+
+/// Now, as managedFields times are written (seconds).
+pub fn now() -> String {
+    let ts = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(ts.as_second()).map_or_else(|_| ts.to_string(), |t| t.to_string())
+}
+
+/// Upstream's default manager for a User-Agent: the program name before the first `/`.
+pub fn default_manager(user_agent: &str) -> String {
+    let name = user_agent.split('/').next().unwrap_or("").trim();
+    let name: String = name.chars().take(128).collect();
+    if name.is_empty() {
+        "unknown".into()
+    } else {
+        name
+    }
+}
+
+/// Records an Update operation by `manager` that turned `old` (empty for a create) into
+/// `new`: the manager gains the fields it changed, others lose them, and fields `new` no
+/// longer has leave every set. Writes the entries into `new`.
+pub fn record_update(
+    new: &mut Map<String, Value>,
+    old: &Map<String, Value>,
+    ty: Ty,
+    manager: &str,
+    api_version: &str,
+) {
+    // managedFields set by the request itself (and different from the stored ones) are kept
+    // as they are, as upstream does; server-side apply's creates come this way.
+    let given = new.get("metadata").and_then(|m| m.get("managedFields"));
+    let stored = old.get("metadata").and_then(|m| m.get("managedFields"));
+    if given.is_some() && given != stored {
+        return;
+    }
+    let mut list = entries(old);
+    let (old_part, new_part) = (owned_part(old), owned_part(new));
+    let changed = merge::changed(&old_part, &new_part, ty);
+    let existing = merge::existing(&new_part, ty);
+    for e in &mut list {
+        e.fields = e.fields.difference(&changed).intersection(&existing);
+    }
+    if !changed.is_empty() {
+        let at = list.iter().position(|e| {
+            e.manager == manager
+                && e.operation == "Update"
+                && e.api_version == api_version
+                && e.subresource.is_empty()
+        });
+        match at {
+            Some(i) => {
+                list[i].fields = list[i].fields.union(&changed);
+                list[i].time = now();
+            }
+            None => list.push(Entry {
+                manager: manager.into(),
+                operation: "Update".into(),
+                api_version: api_version.into(),
+                time: now(),
+                subresource: String::new(),
+                fields: changed,
+            }),
+        }
+    }
+    store(new, &list);
+}
+
+/// A conflict: the other manager, its apiVersion, and the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// The manager owning the field.
+    pub manager: String,
+    /// The apiVersion of its entry.
+    pub api_version: String,
+    /// The field, as upstream prints it (`.spec.replicas`).
+    pub field: String,
+    /// The field's path.
+    pub path: Vec<String>,
+}
+
+/// Applies `config` by `manager` onto `live` (an empty map when the object does not exist
+/// yet); returns the merged object with its managedFields, or the conflicts.
+pub fn apply(
+    live: &Map<String, Value>,
+    config: &Map<String, Value>,
+    ty: Ty,
+    manager: &str,
+    api_version: &str,
+    force: bool,
+) -> Result<Map<String, Value>, Vec<Conflict>> {
+    let mut list = entries(live);
+    let config_part = owned_part(config);
+    let applied = merge::object_set(&config_part, ty);
+    let live_value = Value::Object(live.clone());
+    let config_value = Value::Object(config.clone());
+    let mine = |e: &Entry| {
+        e.manager == manager
+            && e.operation == "Apply"
+            && e.api_version == api_version
+            && e.subresource.is_empty()
+    };
+    // Conflicts: fields others own whose live value differs from the applied one.
+    let mut conflicts = Vec::new();
+    for e in list.iter_mut().filter(|e| !mine(e)) {
+        let both = applied.intersection(&e.fields);
+        let mut taken = Set::default();
+        for path in both.paths() {
+            // Only values are compared: a list item or map node is owned through its fields.
+            if subtree(&applied, &path).is_some_and(|s| !s.children.is_empty()) {
+                continue;
+            }
+            if merge::get(&live_value, &path) != merge::get(&config_value, &path) {
+                conflicts.push(Conflict {
+                    manager: e.manager.clone(),
+                    api_version: e.api_version.clone(),
+                    field: fieldset::display(&path),
+                    path: path.clone(),
+                });
+                taken.insert(&path);
+            }
+        }
+        if force {
+            e.fields = e.fields.difference(&taken);
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        if !from_last_applied(live, &conflicts, ty) {
+            return Err(conflicts);
+        }
+        // Upstream's last-applied manager: conflicts that are all in the client-side apply's
+        // last-applied configuration are the migration to server-side apply; apply forced.
+        return apply(live, config, ty, manager, api_version, true);
+    }
+    let previous = list
+        .iter()
+        .find(|e| mine(e))
+        .map(|e| e.fields.clone())
+        .unwrap_or_default();
+    let others = list
+        .iter()
+        .filter(|e| !mine(e))
+        .fold(Set::default(), |acc, e| acc.union(&e.fields));
+    let mut merged = Value::Object(merge::apply(live, config, ty));
+    // Fields the manager stopped applying, owned by nobody else, are removed.
+    for path in previous.difference(&applied).paths() {
+        let owned_below = subtree(&others, &path).is_some_and(|s| !s.is_empty());
+        if !owned_below {
+            merge::remove(&mut merged, &path);
+        }
+    }
+    let Value::Object(mut merged) = merged else {
+        return Ok(live.clone());
+    };
+    list.retain(|e| !mine(e));
+    list.push(Entry {
+        manager: manager.into(),
+        operation: "Apply".into(),
+        api_version: api_version.into(),
+        time: now(),
+        subresource: String::new(),
+        fields: applied,
+    });
+    let existing = merge::existing(&owned_part(&merged), ty);
+    for e in &mut list {
+        e.fields = e.fields.intersection(&existing);
+    }
+    store(&mut merged, &list);
+    Ok(merged)
+}
+
+/// Whether every conflict is a field of `live`'s `kubectl.kubernetes.io/last-applied-configuration`.
+fn from_last_applied(live: &Map<String, Value>, conflicts: &[Conflict], ty: Ty) -> bool {
+    let last = live
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get("kubectl.kubernetes.io/last-applied-configuration"))
+        .and_then(Value::as_str)
+        .and_then(|s| serde_json::from_str::<Map<String, Value>>(s).ok());
+    let Some(last) = last else {
+        return false;
+    };
+    let set = merge::object_set(&owned_part(&last), ty);
+    conflicts.iter().all(|c| set.has(&c.path))
+}
+
+fn subtree<'a>(set: &'a Set, path: &[String]) -> Option<&'a Set> {
+    match path.split_first() {
+        None => Some(set),
+        Some((first, rest)) => subtree(set.children.get(first)?, rest),
+    }
+}
+
+/// Upstream's conflict message: `Apply failed with 1 conflict: conflict with "m" using
+/// apps/v1: .spec.replicas`.
+pub fn conflict_message(conflicts: &[Conflict]) -> String {
+    let n = conflicts.len();
+    let mut out = format!(
+        "Apply failed with {n} conflict{}: ",
+        if n == 1 { "" } else { "s" }
+    );
+    if n == 1 {
+        let c = &conflicts[0];
+        out.push_str(&format!(
+            "conflict with \"{}\" using {}: {}",
+            c.manager, c.api_version, c.field
+        ));
+        return out;
+    }
+    let mut groups: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+    for c in conflicts {
+        match groups
+            .iter_mut()
+            .find(|g| g.0 == c.manager && g.1 == c.api_version)
+        {
+            Some(g) => g.2.push(&c.field),
+            None => groups.push((&c.manager, &c.api_version, vec![&c.field])),
+        }
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(m, v, fields)| {
+            let list: Vec<String> = fields.iter().map(|f| format!("- {f}")).collect();
+            format!("conflicts with \"{m}\" using {v}:\n{}", list.join("\n"))
+        })
+        .collect();
+    out.push_str(&parts.join("\n"));
+    out
+}
