@@ -89,7 +89,7 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
 fn aggregated(ctx: &Ctx, core: bool) -> Value {
     let items: Vec<Value> = ctx
         .registry
-        .groups()
+        .discovery_groups()
         .into_iter()
         .filter(|(g, _)| g.is_empty() == core)
         .map(|(group, versions)| {
@@ -97,7 +97,7 @@ fn aggregated(ctx: &Ctx, core: bool) -> Value {
                 .iter()
                 .map(|v| {
                     let resources: Vec<Value> =
-                        ctx.registry.in_version(group, v).into_iter().map(aggregated_resource).collect();
+                        ctx.registry.discovery_in_version(group, v).into_iter().map(aggregated_resource).collect();
                     json!({ "version": v, "resources": resources, "freshness": "Current" })
                 })
                 .collect();
@@ -150,7 +150,7 @@ pub fn apis(ctx: &Ctx, headers: &HeaderMap) -> Response {
     }
     let groups: Vec<Value> = ctx
         .registry
-        .groups()
+        .discovery_groups()
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
         .map(|(g, vs)| api_group(g, &vs))
@@ -163,7 +163,7 @@ pub fn apis(ctx: &Ctx, headers: &HeaderMap) -> Response {
 
 fn resource_list(ctx: &Ctx, group: &str, version: &str) -> Value {
     let mut resources = Vec::new();
-    for r in ctx.registry.in_version(group, version) {
+    for r in ctx.registry.discovery_in_version(group, version) {
         let mut entry = json!({
             "name": r.plural,
             "singularName": r.singular,
@@ -210,7 +210,7 @@ pub fn serve_group_version(ctx: &Ctx, info: &RequestInfo) -> Result<Response> {
     if info.verb != "get" && info.verb != "head" {
         return Err(ApiError::MethodNotAllowed);
     }
-    let groups = ctx.registry.groups();
+    let groups = ctx.registry.discovery_groups();
     let versions = groups
         .iter()
         .find(|(g, _)| *g == info.group)

@@ -120,6 +120,10 @@ pub enum ApiError {
         /// The problems.
         causes: Vec<FieldError>,
     },
+    /// 422 about no object: upstream's `NewGenericServerResponse(422, …)`, as for a JSON
+    /// patch that cannot be applied; the reason is an `UnexpectedServerResponse` cause.
+    #[error("the server rejected our request due to an error in our request")]
+    Unprocessable(String),
     /// 405.
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
@@ -188,7 +192,9 @@ impl ApiError {
             | ApiError::Conflict { .. }
             | ApiError::ApplyConflict { .. } => StatusCode::CONFLICT,
             ApiError::Gone(_) => StatusCode::GONE,
-            ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Invalid { .. } | ApiError::Unprocessable(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -212,7 +218,7 @@ impl ApiError {
             ApiError::AlreadyExists { .. } => "AlreadyExists",
             ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
             ApiError::Gone(_) => "Expired",
-            ApiError::Invalid { .. } => "Invalid",
+            ApiError::Invalid { .. } | ApiError::Unprocessable(_) => "Invalid",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
@@ -264,7 +270,7 @@ impl ApiError {
             } => {
                 let causes: Vec<Value> = causes
                     .iter()
-                    .map(|c| json!({ "type": c.reason, "message": c.message, "field": c.field }))
+                    .map(|c| json!({ "reason": c.reason, "message": c.message, "field": c.field }))
                     .collect();
                 let mut d = json!({ "name": name, "kind": resource.resource, "causes": causes });
                 if !resource.group.is_empty() {
@@ -272,6 +278,9 @@ impl ApiError {
                 }
                 Some(d)
             }
+            ApiError::Unprocessable(m) => Some(json!({
+                "causes": [{ "reason": "UnexpectedServerResponse", "message": m }],
+            })),
             ApiError::TooManyRequests => Some(json!({ "retryAfterSeconds": 1 })),
             ApiError::TooLargeResourceVersion { .. } => Some(json!({
                 "causes": [{ "reason": "ResourceVersionTooLarge", "message": "Too large resource version" }],

@@ -10,11 +10,13 @@
 )]
 
 pub mod apply;
+pub mod authn;
 pub mod authz;
 pub mod codec;
 pub mod defaults;
 pub mod discovery;
 pub mod error;
+pub mod fuzz;
 pub mod handlers;
 pub mod metrics;
 pub mod openapi;

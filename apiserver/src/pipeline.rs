@@ -3,7 +3,7 @@
 //! (axum `from_fn` middleware) added in [`layer`]; object-level stages (admission,
 //! validation, storage) run later, in the handlers.
 //!
-//! Architecture invariant: only this module reads credentials.
+//! Architecture invariant: only this module and [`crate::authn`] read credentials.
 
 use std::sync::Arc;
 
@@ -20,12 +20,16 @@ use crate::request_info::RequestInfo;
 pub struct PeerIdentity(pub Option<UserInfo>);
 
 /// Who is making a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UserInfo {
     /// User name (`system:anonymous` for unauthenticated requests).
     pub name: String,
     /// Groups, including `system:authenticated` / `system:unauthenticated`.
     pub groups: Vec<String>,
+    /// Unique id (empty when the authenticator gives none).
+    pub uid: String,
+    /// Extra attributes (service-account tokens: `authentication.kubernetes.io/…`).
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl UserInfo {
@@ -34,6 +38,7 @@ impl UserInfo {
         UserInfo {
             name: "system:anonymous".into(),
             groups: vec!["system:unauthenticated".into()],
+            ..UserInfo::default()
         }
     }
 }
@@ -54,26 +59,27 @@ pub async fn request_info(mut req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
-/// Authentication: x509 client certificates (CN = user, O = groups); no credentials means
-/// `system:anonymous`, which may only reach the public health and version paths (401
-/// elsewhere).
-pub async fn authenticate(mut req: Request, next: Next) -> Response {
+/// Authentication ([`crate::authn`]): x509 client certificates (CN = user, O = groups), then
+/// bearer tokens (token file, service-account JWTs); no credentials means `system:anonymous`
+/// (group `system:unauthenticated`) when `--anonymous-auth` is on, and authorization decides;
+/// a refused token, or no credentials without anonymous auth, is a 401. The authenticator is
+/// left in the request's extensions for TokenRequest and TokenReview.
+pub async fn authenticate(
+    authn: Arc<crate::authn::Authenticator>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let peer = req
         .extensions()
         .get::<PeerIdentity>()
         .cloned()
         .unwrap_or_default();
-    let user = match peer.0 {
-        Some(mut user) => {
-            if !user.groups.iter().any(|g| g == "system:authenticated") {
-                user.groups.push("system:authenticated".into());
-            }
-            user
-        }
-        None if is_public(req.uri().path()) => UserInfo::anonymous(),
-        None => return ApiError::Unauthorized.into_response(),
+    let user = match authn.authenticate(peer.0, req.headers()).await {
+        Ok(user) => user,
+        Err(err) => return err.into_response(),
     };
     req.extensions_mut().insert(user);
+    req.extensions_mut().insert(authn);
     next.run(req).await
 }
 
@@ -283,6 +289,8 @@ pub async fn impersonate(
     req.extensions_mut().insert(UserInfo {
         name,
         groups: new_groups,
+        uid: uids.first().cloned().unwrap_or_default(),
+        ..UserInfo::default()
     });
     next.run(req).await
 }
@@ -316,7 +324,7 @@ mod tests {
     fn forbidden_messages_read_like_upstream() {
         let alice = UserInfo {
             name: "alice".into(),
-            groups: vec![],
+            ..UserInfo::default()
         };
         let info = RequestInfo::parse(&Method::GET, "/api/v1/namespaces/default/pods", None);
         assert_eq!(

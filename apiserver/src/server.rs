@@ -38,11 +38,16 @@ pub struct ApiServerConfig {
     pub client_ca_file: PathBuf,
     /// How often store history is compacted (`--etcd-compaction-interval`; zero disables).
     pub compaction_interval: std::time::Duration,
+    /// Token, service-account and anonymous authentication flags.
+    pub authn: crate::authn::AuthnConfig,
 }
 
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The token file or a service-account key could not be loaded.
+    #[error("authentication: {0}")]
+    Authn(String),
     /// A certificate or key could not be read.
     #[error("reading {path}: {reason}")]
     Pem {
@@ -208,8 +213,14 @@ async fn openapi(api: LazyOpenApi, req: Request) -> Response {
 
 /// The router with the tier-1 pipeline: request info → authentication → impersonation →
 /// in-flight limits and metrics → authorization.
-pub fn router(ctx: Arc<Ctx>, authorizer: Arc<dyn Authorizer>, metrics: Arc<Metrics>) -> Router {
+pub fn router(
+    ctx: Arc<Ctx>,
+    authorizer: Arc<dyn Authorizer>,
+    authn: Arc<crate::authn::Authenticator>,
+    metrics: Arc<Metrics>,
+) -> Router {
     let exposition = Arc::clone(&metrics);
+    let (oidc, jwks) = (authn.openid_configuration(), authn.jwks());
     let lazy = LazyOpenApi {
         cell: Arc::new(tokio::sync::OnceCell::new()),
         registry_ctx: Arc::clone(&ctx),
@@ -245,6 +256,23 @@ pub fn router(ctx: Arc<Ctx>, authorizer: Arc<dyn Authorizer>, metrics: Arc<Metri
                 }
             }),
         )
+        .route(
+            "/.well-known/openid-configuration",
+            get(move || std::future::ready(axum::Json(oidc.clone()))),
+        )
+        .route(
+            "/openid/v1/jwks",
+            get(move || {
+                let body = jwks.to_string();
+                std::future::ready(
+                    (
+                        [(http::header::CONTENT_TYPE, "application/jwk-set+json")],
+                        body,
+                    )
+                        .into_response(),
+                )
+            }),
+        )
         .route("/api", get(api_root))
         .route("/apis", get(apis_root))
         .route("/version", get(version))
@@ -265,7 +293,9 @@ pub fn router(ctx: Arc<Ctx>, authorizer: Arc<dyn Authorizer>, metrics: Arc<Metri
         .layer(axum::middleware::from_fn(move |req, next| {
             pipeline::impersonate(Arc::clone(&impersonation), req, next)
         }))
-        .layer(axum::middleware::from_fn(pipeline::authenticate))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            pipeline::authenticate(Arc::clone(&authn), req, next)
+        }))
         .layer(axum::middleware::from_fn(pipeline::request_info))
 }
 
@@ -283,7 +313,14 @@ pub async fn serve(
     tracing::info!(%addr, "serving the Kubernetes API over HTTPS");
     let metrics = Arc::new(Metrics::new(MAX_READONLY_INFLIGHT, MAX_MUTATING_INFLIGHT));
     let authorizer = Arc::new(crate::authz::Authz::new(ctx.storage.clone()));
-    let app = router(ctx, authorizer as Arc<dyn Authorizer>, metrics);
+    let authn = crate::authn::Authenticator::new(&cfg.authn, Some(ctx.storage.clone()))
+        .map_err(Error::Authn)?;
+    let app = router(
+        ctx,
+        authorizer as Arc<dyn Authorizer>,
+        Arc::new(authn),
+        metrics,
+    );
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -314,7 +351,11 @@ pub async fn serve(
                     .peer_certificates()
                     .and_then(|certs| certs.first())
                     .and_then(|der| certs::identity_from_der(der.as_ref()).ok())
-                    .map(|(name, groups)| UserInfo { name, groups }),
+                    .map(|(name, groups)| UserInfo {
+                        name,
+                        groups,
+                        ..UserInfo::default()
+                    }),
             );
             let svc = app.map_request(move |mut req: Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(identity.clone());

@@ -61,6 +61,25 @@ struct ServerArgs {
     /// Interval of store compaction (e.g. 5m, 30s; 0s disables).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     etcd_compaction_interval: Duration,
+    /// Static bearer tokens: CSV lines `token,user,uid,"group1,group2"`.
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
+    /// Serve requests without credentials as `system:anonymous` (RBAC decides); false: 401.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    anonymous_auth: bool,
+    /// Private key that signs service-account tokens (PKCS#8 ECDSA P-256 PEM; default: the
+    /// data directory's `pki/sa.key`, generated on first start).
+    #[arg(long)]
+    service_account_signing_key_file: Option<PathBuf>,
+    /// Public keys that verify service-account tokens (repeatable; default: `pki/sa.pub`).
+    #[arg(long = "service-account-key-file")]
+    service_account_key_files: Vec<PathBuf>,
+    /// Issuer (`iss`) of service-account tokens.
+    #[arg(long, default_value = apiserver::authn::DEFAULT_ISSUER)]
+    service_account_issuer: String,
+    /// Audiences the API accepts tokens for (comma-separated; default: the issuer).
+    #[arg(long, value_delimiter = ',')]
+    api_audiences: Vec<String>,
 }
 
 /// Flags of `capstan store`, named after etcd's.
@@ -188,6 +207,21 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         tls_private_key_file: pki.apiserver_key.clone(),
         client_ca_file: pki.ca_cert.clone(),
         compaction_interval: args.etcd_compaction_interval,
+        authn: apiserver::authn::AuthnConfig {
+            token_auth_file: args.token_auth_file,
+            anonymous_auth: args.anonymous_auth,
+            service_account_signing_key_file: Some(
+                args.service_account_signing_key_file
+                    .unwrap_or_else(|| pki.sa_key.clone()),
+            ),
+            service_account_key_files: if args.service_account_key_files.is_empty() {
+                vec![pki.sa_pub.clone()]
+            } else {
+                args.service_account_key_files
+            },
+            service_account_issuer: args.service_account_issuer,
+            api_audiences: args.api_audiences,
+        },
     };
     tracing::info!(kubeconfig = %pki.admin_kubeconfig.display(), "admin kubeconfig written");
     let driver_died = async {

@@ -537,7 +537,7 @@ fn watch_prints_live_changes() {
 }
 
 #[test]
-fn unknown_users_are_forbidden_and_anonymous_requests_unauthorized() {
+fn unknown_users_and_anonymous_requests_are_forbidden_bad_tokens_unauthorized() {
     let (d, s) = server();
     let alice = d.path().join("alice.kubeconfig");
     let (made, _, err) = s
@@ -564,7 +564,7 @@ fn unknown_users_are_forbidden_and_anonymous_requests_unauthorized() {
         err.contains("Error from server (Forbidden): pods is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""),
         "{err}"
     );
-    // Health and version are public; everything else needs credentials.
+    // Health and version are public.
     let (ok_, out, _) = s
         .kubectl_as(&alice, &["get", "--raw", "/healthz"], None)
         .expect("kubectl");
@@ -580,6 +580,32 @@ fn unknown_users_are_forbidden_and_anonymous_requests_unauthorized() {
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(&anon, stripped).expect("write");
+    // No credentials at all (kubectl then sends basic auth, which no authenticator
+    // accepts): `system:anonymous` (anonymous auth is on by default), whom RBAC refuses
+    // as upstream does; health stays public.
+    let nobody = d.path().join("nobody.kubeconfig");
+    let cfg = std::fs::read_to_string(&anon).expect("read");
+    let cfg = cfg.replacen(
+        "  user:\n",
+        "  user:\n    username: nobody\n    password: x\n",
+        1,
+    );
+    std::fs::write(&nobody, cfg).expect("write");
+    let (ok_, _, err) = s
+        .kubectl_as(
+            &nobody,
+            &["get", "--raw", "/api/v1/namespaces/default/pods"],
+            None,
+        )
+        .expect("kubectl");
+    assert!(
+        !ok_ && err.contains("Error from server (Forbidden): pods is forbidden: User \"system:anonymous\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""),
+        "{err}"
+    );
+    let (ok_, out, _) = s
+        .kubectl_as(&nobody, &["get", "--raw", "/healthz"], None)
+        .expect("kubectl");
+    assert!(ok_ && out.trim() == "ok");
     // No client certificate and a token nobody issued: 401, as upstream.
     let (ok_, _, err) = s
         .kubectl_as(&anon, &["get", "pods", "--token=not-a-real-token"], None)

@@ -421,3 +421,102 @@ fn rbac_can_i_matrix_forbidden_texts_escalation_and_whoami() {
     let out = admin(&s, &["auth", "whoami", "-o", "json"]);
     assert!(out.contains("system:masters"), "{out}");
 }
+
+#[test]
+fn patches_of_roles_cannot_escalate_either() {
+    let (dir, s) = server();
+    admin(&s, &["create", "namespace", "team"]);
+    admin(
+        &s,
+        &[
+            "create",
+            "role",
+            "r1",
+            "-n",
+            "team",
+            "--verb=get,list",
+            "--resource=configmaps",
+        ],
+    );
+    admin(
+        &s,
+        &[
+            "create",
+            "role",
+            "editor",
+            "-n",
+            "team",
+            "--verb=get,patch,update",
+            "--resource=roles",
+        ],
+    );
+    admin(
+        &s,
+        &[
+            "create",
+            "rolebinding",
+            "a1",
+            "-n",
+            "team",
+            "--role=editor",
+            "--user=alice",
+        ],
+    );
+    admin(
+        &s,
+        &[
+            "create",
+            "rolebinding",
+            "a2",
+            "-n",
+            "team",
+            "--role=r1",
+            "--user=alice",
+        ],
+    );
+    let alice = user(&s, dir.path(), "alice", &[]);
+    let add_secrets = r#"[{"op":"add","path":"/rules/-","value":{"apiGroups":[""],"resources":["secrets"],"verbs":["get"]}}]"#;
+    for args in [
+        vec![
+            "patch",
+            "role",
+            "r1",
+            "-n",
+            "team",
+            "--type=json",
+            "-p",
+            add_secrets,
+        ],
+        vec![
+            "patch",
+            "role",
+            "r1",
+            "-n",
+            "team",
+            "--type=merge",
+            "-p",
+            r#"{"rules":[{"apiGroups":[""],"resources":["secrets"],"verbs":["get"]}]}"#,
+        ],
+    ] {
+        let (ok, _, err) = s.kubectl_as(&alice, &args, None).expect("kubectl");
+        assert!(!ok, "escalating patch allowed: {args:?}");
+        assert!(
+            err.contains("is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"),
+            "{err}"
+        );
+    }
+    let rules = admin(
+        &s,
+        &["get", "role", "r1", "-n", "team", "-o", "jsonpath={.rules}"],
+    );
+    assert!(!rules.contains("secrets"), "nothing stored: {rules}");
+    // A patch that grants nothing new goes through.
+    let (ok, _, err) = s
+        .kubectl_as(
+            &alice,
+            &["label", "role", "r1", "-n", "team", "reviewed=yes"],
+            None,
+        )
+        .expect("kubectl");
+    assert!(ok, "{err}");
+}

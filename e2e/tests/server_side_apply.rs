@@ -95,9 +95,7 @@ fn server_side_apply_conflicts_force_and_managed_fields() {
     let (ok, _, err) = apply(&s, &v3, &["--server-side", "--field-manager=other"]);
     assert!(!ok);
     assert!(
-        err.contains(
-            r#"Apply failed with 1 conflict: conflict with "kubectl" using apps/v1: .spec.replicas"#
-        ),
+        err.contains(r#"Apply failed with 1 conflict: conflict with "kubectl": .spec.replicas"#),
         "{err}"
     );
     assert_eq!(get(&s)["spec"]["replicas"], 2);

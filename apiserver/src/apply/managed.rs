@@ -58,6 +58,18 @@ pub fn owned_part(obj: &Map<String, Value>) -> Map<String, Value> {
     out
 }
 
+/// The part of `obj` a write through `subresource` can own: status alone for `status`
+/// (upstream's status strategies reset everything else), [`owned_part`] otherwise.
+fn owned_part_in(obj: &Map<String, Value>, subresource: &str) -> Map<String, Value> {
+    if subresource == "status" {
+        obj.get("status")
+            .map(|s| Map::from_iter([("status".to_owned(), s.clone())]))
+            .unwrap_or_default()
+    } else {
+        owned_part(obj)
+    }
+}
+
 /// The entries of `obj`'s `metadata.managedFields` (malformed entries are dropped).
 pub fn entries(obj: &Map<String, Value>) -> Vec<Entry> {
     let list = obj
@@ -128,13 +140,15 @@ pub fn default_manager(user_agent: &str) -> String {
 
 /// Records an Update operation by `manager` that turned `old` (empty for a create) into
 /// `new`: the manager gains the fields it changed, others lose them, and fields `new` no
-/// longer has leave every set. Writes the entries into `new`.
+/// longer has leave every set. Writes the entries into `new`. `subresource` is empty for
+/// the object itself, else `status` or `scale` (the entry carries it, as upstream's do).
 pub fn record_update(
     new: &mut Map<String, Value>,
     old: &Map<String, Value>,
     ty: Ty,
     manager: &str,
     api_version: &str,
+    subresource: &str,
 ) {
     // managedFields set by the request itself (and different from the stored ones) are kept
     // as they are, as upstream does; server-side apply's creates come this way.
@@ -144,18 +158,25 @@ pub fn record_update(
         return;
     }
     let mut list = entries(old);
-    let (old_part, new_part) = (owned_part(old), owned_part(new));
+    let (old_part, new_part) = (
+        owned_part_in(old, subresource),
+        owned_part_in(new, subresource),
+    );
     let changed = merge::changed(&old_part, &new_part, ty);
     let existing = merge::existing(&new_part, ty);
     for e in &mut list {
-        e.fields = e.fields.difference(&changed).intersection(&existing);
+        e.fields = e.fields.difference(&changed);
+        // Status entries and the others own disjoint parts: a write checks the part it sees.
+        if (subresource == "status") == (e.subresource == "status") {
+            e.fields = e.fields.intersection(&existing);
+        }
     }
     if !changed.is_empty() {
         let at = list.iter().position(|e| {
             e.manager == manager
                 && e.operation == "Update"
                 && e.api_version == api_version
-                && e.subresource.is_empty()
+                && e.subresource == subresource
         });
         match at {
             Some(i) => {
@@ -167,7 +188,7 @@ pub fn record_update(
                 operation: "Update".into(),
                 api_version: api_version.into(),
                 time: now(),
-                subresource: String::new(),
+                subresource: subresource.into(),
                 fields: changed,
             }),
         }
@@ -186,6 +207,25 @@ pub struct Conflict {
     pub field: String,
     /// The field's path.
     pub path: Vec<String>,
+    /// The operation of its entry (`Apply` or `Update`).
+    pub operation: String,
+    /// The subresource of its entry (empty for the object itself).
+    pub subresource: String,
+}
+
+impl Conflict {
+    /// The other manager as upstream's `printManager` words it: `"m"` for an applier,
+    /// `"m" using apps/v1` for an updater, with `with subresource "scale"` after the name.
+    pub fn manager_display(&self) -> String {
+        let mut out = format!("{:?}", self.manager);
+        if !self.subresource.is_empty() {
+            out.push_str(&format!(" with subresource {:?}", self.subresource));
+        }
+        if self.operation == "Update" {
+            out.push_str(&format!(" using {}", self.api_version));
+        }
+        out
+    }
 }
 
 /// Applies `config` by `manager` onto `live` (an empty map when the object does not exist
@@ -198,8 +238,23 @@ pub fn apply(
     api_version: &str,
     force: bool,
 ) -> Result<Map<String, Value>, Vec<Conflict>> {
+    apply_to(live, config, ty, manager, api_version, force, "")
+}
+
+/// [`apply`] through `subresource` (empty for the object itself; `status` applies and owns
+/// status only, in an entry with `subresource: status`).
+pub fn apply_to(
+    live: &Map<String, Value>,
+    config: &Map<String, Value>,
+    ty: Ty,
+    manager: &str,
+    api_version: &str,
+    force: bool,
+    subresource: &str,
+) -> Result<Map<String, Value>, Vec<Conflict>> {
+    let status_side = |e: &Entry| (e.subresource == "status") == (subresource == "status");
     let mut list = entries(live);
-    let config_part = owned_part(config);
+    let config_part = owned_part_in(config, subresource);
     let applied = merge::object_set(&config_part, ty);
     let live_value = Value::Object(live.clone());
     let config_value = Value::Object(config.clone());
@@ -207,11 +262,11 @@ pub fn apply(
         e.manager == manager
             && e.operation == "Apply"
             && e.api_version == api_version
-            && e.subresource.is_empty()
+            && e.subresource == subresource
     };
     // Conflicts: fields others own whose live value differs from the applied one.
     let mut conflicts = Vec::new();
-    for e in list.iter_mut().filter(|e| !mine(e)) {
+    for e in list.iter_mut().filter(|e| !mine(e) && status_side(e)) {
         let both = applied.intersection(&e.fields);
         let mut taken = Set::default();
         for path in both.paths() {
@@ -225,6 +280,8 @@ pub fn apply(
                     api_version: e.api_version.clone(),
                     field: fieldset::display(&path),
                     path: path.clone(),
+                    operation: e.operation.clone(),
+                    subresource: e.subresource.clone(),
                 });
                 taken.insert(&path);
             }
@@ -239,7 +296,7 @@ pub fn apply(
         }
         // Upstream's last-applied manager: conflicts that are all in the client-side apply's
         // last-applied configuration are the migration to server-side apply; apply forced.
-        return apply(live, config, ty, manager, api_version, true);
+        return apply_to(live, config, ty, manager, api_version, true, subresource);
     }
     let previous = list
         .iter()
@@ -248,7 +305,7 @@ pub fn apply(
         .unwrap_or_default();
     let others = list
         .iter()
-        .filter(|e| !mine(e))
+        .filter(|e| !mine(e) && status_side(e))
         .fold(Set::default(), |acc, e| acc.union(&e.fields));
     let mut merged = Value::Object(merge::apply(live, config, ty));
     // Fields the manager stopped applying, owned by nobody else, are removed.
@@ -267,11 +324,12 @@ pub fn apply(
         operation: "Apply".into(),
         api_version: api_version.into(),
         time: now(),
-        subresource: String::new(),
+        subresource: subresource.into(),
         fields: applied,
     });
-    let existing = merge::existing(&owned_part(&merged), ty);
-    for e in &mut list {
+    let existing = merge::existing(&owned_part_in(&merged, subresource), ty);
+    // Status entries own what the object's own writes never see (as in `record_update`).
+    for e in list.iter_mut().filter(|e| status_side(e)) {
         e.fields = e.fields.intersection(&existing);
     }
     store(&mut merged, &list);
@@ -304,35 +362,43 @@ fn subtree<'a>(set: &'a Set, path: &[String]) -> Option<&'a Set> {
 /// apps/v1: .spec.replicas`.
 pub fn conflict_message(conflicts: &[Conflict]) -> String {
     let n = conflicts.len();
-    let mut out = format!(
-        "Apply failed with {n} conflict{}: ",
-        if n == 1 { "" } else { "s" }
-    );
-    if n == 1 {
-        let c = &conflicts[0];
-        out.push_str(&format!(
-            "conflict with \"{}\" using {}: {}",
-            c.manager, c.api_version, c.field
-        ));
-        return out;
+    if let [c] = conflicts {
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            c.manager_display(),
+            c.field
+        );
     }
-    let mut groups: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+    // Grouped by manager, in the order of upstream's manager identifiers (JSON of manager,
+    // operation, apiVersion for updaters, subresource).
+    let key = |c: &Conflict| {
+        let version = if c.operation == "Update" {
+            c.api_version.clone()
+        } else {
+            String::new()
+        };
+        (
+            c.manager.clone(),
+            c.operation.clone(),
+            version,
+            c.subresource.clone(),
+        )
+    };
+    let mut groups: Vec<(_, String, Vec<&str>)> = Vec::new();
     for c in conflicts {
-        match groups
-            .iter_mut()
-            .find(|g| g.0 == c.manager && g.1 == c.api_version)
-        {
+        let k = key(c);
+        match groups.iter_mut().find(|g| g.0 == k) {
             Some(g) => g.2.push(&c.field),
-            None => groups.push((&c.manager, &c.api_version, vec![&c.field])),
+            None => groups.push((k, c.manager_display(), vec![&c.field])),
         }
     }
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
     let parts: Vec<String> = groups
         .iter()
-        .map(|(m, v, fields)| {
+        .map(|(_, who, fields)| {
             let list: Vec<String> = fields.iter().map(|f| format!("- {f}")).collect();
-            format!("conflicts with \"{m}\" using {v}:\n{}", list.join("\n"))
+            format!("conflicts with {who}:\n{}", list.join("\n"))
         })
         .collect();
-    out.push_str(&parts.join("\n"));
-    out
+    format!("Apply failed with {n} conflicts: {}", parts.join("\n"))
 }

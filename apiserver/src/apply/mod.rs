@@ -54,29 +54,61 @@ pub fn record_update(
     query: &HashMap<String, String>,
     headers: &HeaderMap,
 ) {
-    let manager = manager(query.get("fieldManager").map(String::as_str), headers);
-    managed::record_update(new, old, root(r), &manager, &api_version(r));
+    record_subresource_update(r, new, old, query, headers, "");
 }
 
-/// Decodes an apply body (JSON; YAML documents are not supported) and checks it as upstream.
+/// [`record_update`] for a write through `subresource` (`status`, `scale`; empty for the
+/// object itself): the entry carries the subresource, as upstream's do.
+pub fn record_subresource_update(
+    r: &ResourceInfo,
+    new: &mut Map<String, Value>,
+    old: &Map<String, Value>,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    subresource: &str,
+) {
+    let manager = manager(query.get("fieldManager").map(String::as_str), headers);
+    managed::record_update(new, old, root(r), &manager, &api_version(r), subresource);
+}
+
+/// Parses an apply body: JSON, or else one YAML document (upstream reads both with
+/// `sigs.k8s.io/yaml`). Errors are upstream's 400 "error decoding YAML: …".
+pub fn parse_config(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    let value = match serde_json::from_slice::<Value>(body) {
+        Ok(v) => v,
+        Err(_) => serde_saphyr::from_slice::<Value>(body)
+            .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?,
+    };
+    match value {
+        Value::Object(m) => Ok(m),
+        // An empty document is an empty configuration, which then lacks apiVersion and kind.
+        Value::Null => Ok(Map::new()),
+        other => Err(ApiError::BadRequest(format!(
+            "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+            go_type(&other)
+        ))),
+    }
+}
+
+/// Go's `encoding/json` name of a JSON value's type, for unmarshal errors.
+fn go_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Decodes an apply body (JSON or YAML, [`parse_config`]) and checks it as upstream.
 pub fn decode_config(
     r: &ResourceInfo,
     body: &[u8],
     name: &str,
 ) -> Result<Map<String, Value>, ApiError> {
-    let config: Map<String, Value> = match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(m)) => m,
-        Ok(_) => {
-            return Err(ApiError::BadRequest(
-                "error decoding YAML: the apply configuration is not an object".into(),
-            ));
-        }
-        Err(e) => {
-            return Err(ApiError::UnsupportedMediaType(format!(
-                "application/apply-patch+yaml bodies must be JSON here ({e})"
-            )));
-        }
-    };
+    let config = parse_config(body)?;
     let meta = config.get("metadata").and_then(Value::as_object);
     if meta.is_some_and(|m| m.contains_key("managedFields")) {
         return Err(ApiError::BadRequest(
@@ -112,7 +144,8 @@ pub fn decode_config(
     Ok(config)
 }
 
-/// Applies `config` for `manager` onto `live` (empty when the object is missing).
+/// Applies `config` for `manager` onto `live` (empty when the object is missing) through
+/// `subresource` (empty for the object itself, or `status`).
 pub fn apply(
     r: &ResourceInfo,
     live: &Map<String, Value>,
@@ -120,9 +153,11 @@ pub fn apply(
     manager: &str,
     force: bool,
     name: &str,
+    subresource: &str,
 ) -> Result<Map<String, Value>, ApiError> {
-    managed::apply(live, config, root(r), manager, &api_version(r), force).map_err(|conflicts| {
-        ApiError::ApplyConflict {
+    let (ty, version) = (root(r), api_version(r));
+    managed::apply_to(live, config, ty, manager, &version, force, subresource).map_err(
+        |conflicts| ApiError::ApplyConflict {
             resource: crate::error::GroupResource::new(r.group, r.plural),
             name: name.to_owned(),
             message: managed::conflict_message(&conflicts),
@@ -131,9 +166,112 @@ pub fn apply(
                 .map(|c| FieldError {
                     reason: "FieldManagerConflict",
                     field: c.field.clone(),
-                    message: format!("conflict with \"{}\" using {}", c.manager, c.api_version),
+                    message: format!("conflict with {}", c.manager_display()),
                 })
                 .collect(),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn yaml_and_json_bodies_decode_alike() {
+        let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  labels:\n    app: x\ndata:\n  n: \"1\"\n  flag: \"true\"\nreplicas: 3\n";
+        let json = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","labels":{"app":"x"}},"data":{"n":"1","flag":"true"},"replicas":3}"#;
+        let from_yaml = parse_config(yaml).unwrap();
+        assert_eq!(from_yaml, parse_config(json).unwrap());
+        assert_eq!(from_yaml["replicas"], json!(3));
+        assert!(parse_config(b"").unwrap().is_empty());
+    }
+
+    #[test]
+    fn bad_yaml_bodies_are_bad_requests() {
+        for body in [
+            &b"a: [1, 2"[..],
+            b"- 1\n- 2\n",
+            b"just a string",
+            b"a: b: c",
+        ] {
+            match parse_config(body) {
+                Err(ApiError::BadRequest(m)) => {
+                    assert!(m.starts_with("error decoding YAML: "), "{m}")
+                }
+                other => panic!("{:?}: {other:?}", String::from_utf8_lossy(body)),
+            }
         }
-    })
+    }
+
+    #[test]
+    fn subresource_writes_carry_their_subresource() {
+        let ty = crate::patch::schema::root("apps", "v1", "Deployment").unwrap();
+        let mut old = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "labels": {"app": "x"}},
+            "spec": {"replicas": 1}})
+        .as_object()
+        .cloned()
+        .unwrap();
+        let mut created = old.clone();
+        managed::record_update(&mut created, &Map::new(), ty, "kubectl", "apps/v1", "");
+        old = created;
+        // kubectl scale: the scale entry takes spec.replicas from the creator.
+        let mut scaled = old.clone();
+        scaled["spec"]["replicas"] = json!(3);
+        managed::record_update(&mut scaled, &old, ty, "kubectl", "apps/v1", "scale");
+        let e = managed::entries(&scaled);
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!(e[1].subresource, "scale");
+        assert_eq!(e[1].fields.to_json(), json!({"f:spec": {"f:replicas": {}}}));
+        assert_eq!(
+            e[0].fields.to_json(),
+            json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}}}})
+        );
+        // A status write owns status only and leaves the other entries alone.
+        let mut with_status = scaled.clone();
+        with_status.insert("status".into(), json!({"replicas": 3}));
+        managed::record_update(&mut with_status, &scaled, ty, "ctrl", "apps/v1", "status");
+        let e = managed::entries(&with_status);
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert_eq!(
+            (e[2].manager.as_str(), e[2].subresource.as_str()),
+            ("ctrl", "status")
+        );
+        assert_eq!(
+            e[2].fields.to_json(),
+            json!({"f:status": {"f:replicas": {}}})
+        );
+        // A later main-resource write keeps the status entry.
+        let mut relabeled = with_status.clone();
+        relabeled["metadata"]["labels"]["b"] = json!("y");
+        managed::record_update(&mut relabeled, &with_status, ty, "kubectl", "apps/v1", "");
+        assert_eq!(managed::entries(&relabeled).len(), 3);
+    }
+
+    #[test]
+    fn conflict_messages_name_managers_as_upstream() {
+        let c =
+            |manager: &str, operation: &str, subresource: &str, field: &str| managed::Conflict {
+                manager: manager.into(),
+                api_version: "apps/v1".into(),
+                field: field.into(),
+                path: Vec::new(),
+                operation: operation.into(),
+                subresource: subresource.into(),
+            };
+        assert_eq!(
+            managed::conflict_message(&[c("kubectl", "Update", "scale", ".spec.replicas")]),
+            "Apply failed with 1 conflict: conflict with \"kubectl\" with subresource \"scale\" using apps/v1: .spec.replicas"
+        );
+        assert_eq!(
+            managed::conflict_message(&[
+                c("z", "Apply", "", ".a"),
+                c("b", "Update", "", ".b"),
+                c("z", "Apply", "", ".c"),
+            ]),
+            "Apply failed with 3 conflicts: conflicts with \"b\" using apps/v1:\n- .b\nconflicts with \"z\":\n- .a\n- .c"
+        );
+    }
 }

@@ -464,6 +464,7 @@ mod tests {
         UserInfo {
             name: name.into(),
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            ..UserInfo::default()
         }
     }
 

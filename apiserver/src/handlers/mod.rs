@@ -206,9 +206,10 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
         ),
     };
     rbac_writes::guard(&info, &parts, &body)?;
+    rbac_writes::guard_patch(ctx, r, namespace, &info, &parts, &body, &query).await?;
     match (info.subresource.as_str(), info.verb.as_str()) {
         ("", "create") if r.kind_class == registry::catalog::KindClass::Review => {
-            review::create(r, &info, &parts, &body)
+            review::create(r, &info, &parts, &body).await
         }
         ("", "get") => {
             freshness::wait_for(ctx, query_rv(&query)).await?;
@@ -304,6 +305,12 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
                 &query,
             )
             .await
+        }
+        ("token", "create") if r.kind == "ServiceAccount" => {
+            let authn = parts.extensions.get::<Arc<crate::authn::Authenticator>>();
+            let authn = authn.ok_or_else(|| ApiError::Internal("no authenticator".into()))?;
+            let req = Value::Object(object::decode(&parts.headers, &body)?);
+            crate::authn::token_request(&ctx.storage, authn, namespace, &info.name, &req).await
         }
         ("binding", "create") if r.subresource("binding").is_some() => {
             subresources::bind(ctx, r, namespace, &info.name, &parts.headers, &body, &query).await
@@ -819,6 +826,8 @@ async fn store_update(
     if scope == Scope::Status {
         // The status subresource changes status only.
         let status = new.remove("status");
+        // managedFields as recorded for this status write (`apply::record`).
+        let managed = object::meta(&mut new).and_then(|m| m.remove("managedFields"));
         new = old.clone();
         match status {
             Some(s) => {
@@ -830,6 +839,10 @@ async fn store_update(
         }
         if let Some(m) = object::meta(&mut new) {
             m.remove("resourceVersion");
+            match managed {
+                Some(f) => m.insert("managedFields".into(), f),
+                None => m.remove("managedFields"),
+            };
         }
     } else {
         if is_service(r) {
@@ -855,6 +868,12 @@ async fn store_update(
             .map_err(|e| conflict_or(e, r, name))?;
         if let Some(m) = object::meta(&mut new) {
             m.insert("resourceVersion".into(), json!(rev.to_string()));
+        }
+        return Ok(new);
+    }
+    if object::same_but_resource_version(&new, old) {
+        if let Some(m) = object::meta(&mut new) {
+            m.insert("resourceVersion".into(), json!(expected.to_string()));
         }
         return Ok(new);
     }
@@ -918,7 +937,7 @@ async fn update(
             detail: MODIFIED.into(),
         });
     }
-    crate::apply::record_update(r, &mut new, &old, q, headers);
+    apply::record(r, &mut new, &old, q, headers, scope);
     let stored = store_update(ctx, r, namespace, name, new, &old, expected, scope, q).await?;
     Ok(with_warnings(
         object_response(StatusCode::OK, stored),
@@ -960,20 +979,9 @@ async fn patch(
                 doc = Value::Object(crate::patch::strategic_merge(r, old.clone(), &patch)?);
             }
             "application/json-patch+json" => {
-                let ops: json_patch::Patch = serde_json::from_value(patch.clone())
-                    .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
-                json_patch::patch(&mut doc, &ops).map_err(|e| ApiError::Invalid {
-                    group: r.group.into(),
-                    kind: r.kind.into(),
-                    name: name.into(),
-                    causes: vec![crate::error::FieldError {
-                        reason: "FieldValueInvalid",
-                        field: String::new(),
-                        message: format!(
-                            "the server rejected our request due to an error in our request: {e}"
-                        ),
-                    }],
-                })?;
+                let ops = apply::decode_json_patch(&patch)?;
+                crate::patch::json_patch(&mut doc, &ops)
+                    .map_err(|e| apply::json_patch_error(&ops, &e))?;
             }
             _ => {
                 return Err(ApiError::UnsupportedMediaType(
@@ -986,6 +994,7 @@ async fn patch(
                 "the patch did not produce an object".into(),
             ));
         };
+        apply::check_patched_type(r, &mut new, ctype.ends_with("strategic-merge-patch+json"))?;
         object::check_type(&mut new, r)?;
         let (mut new, warnings) = field_validation(r, new, q)?;
         crate::defaults::apply(r, &mut new);
@@ -999,7 +1008,7 @@ async fn patch(
                 detail: MODIFIED.into(),
             });
         }
-        crate::apply::record_update(r, &mut new, &old, q, headers);
+        apply::record(r, &mut new, &old, q, headers, scope);
         match store_update(ctx, r, namespace, name, new, &old, current, scope, q).await {
             Err(ApiError::Conflict { .. }) => continue,
             Ok(stored) => {

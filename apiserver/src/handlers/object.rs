@@ -90,6 +90,23 @@ pub(crate) fn check_type(obj: &mut Map<String, Value>, r: &ResourceInfo) -> Resu
     Ok(())
 }
 
+/// Whether `a` and `b` are the same object but for `metadata.resourceVersion`: an update
+/// that would store `a` over `b` changes nothing (upstream's GuaranteedUpdate then skips
+/// the write, so the resourceVersion stays and `kubectl patch` says "(no change)").
+pub(crate) fn same_but_resource_version(a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
+    let meta = |o: &Map<String, Value>| o.get("metadata").and_then(Value::as_object).cloned();
+    let strip = |m: Option<Map<String, Value>>| {
+        m.map(|mut m| {
+            m.remove("resourceVersion");
+            m
+        })
+    };
+    a.len() == b.len()
+        && a.iter()
+            .all(|(k, v)| k == "metadata" || b.get(k) == Some(v))
+        && strip(meta(a)) == strip(meta(b))
+}
+
 /// `metadata` of an object, created (as `{}`) if missing or not an object. Always `Some`.
 pub(crate) fn meta(obj: &mut Map<String, Value>) -> Option<&mut Map<String, Value>> {
     let slot = obj

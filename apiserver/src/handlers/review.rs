@@ -1,7 +1,8 @@
 //! Access reviews (create-only, never stored), answered by the server's authorizer as
 //! upstream's registries do: SelfSubjectAccessReview (`kubectl auth can-i`),
 //! SelfSubjectRulesReview (`kubectl auth can-i --list`), SubjectAccessReview,
-//! LocalSubjectAccessReview and SelfSubjectReview (`kubectl auth whoami`). Who may create
+//! LocalSubjectAccessReview, SelfSubjectReview (`kubectl auth whoami`) and TokenReview (the
+//! server's token authenticators, with `spec.audiences` or the API audiences). Who may create
 //! them is decided by the pipeline like any other request.
 
 use axum::response::Response;
@@ -15,8 +16,9 @@ use crate::pipeline::{AuthorizerHandle, Decision, UserInfo};
 use crate::registry::catalog::ResourceInfo;
 use crate::request_info::RequestInfo;
 
-/// Review kinds this server answers (TokenReview needs token authentication first).
+/// Review kinds this server answers.
 pub(crate) const SERVED: &[&str] = &[
+    "TokenReview",
     "SelfSubjectAccessReview",
     "SelfSubjectRulesReview",
     "SubjectAccessReview",
@@ -25,7 +27,7 @@ pub(crate) const SERVED: &[&str] = &[
 ];
 
 /// The review resource a request names, if this server answers it (reviews are not in
-/// the registry's served set, so discovery and OpenAPI do not list them yet).
+/// the registry's served set: discovery lists them, OpenAPI does not yet).
 pub(super) fn find(info: &RequestInfo) -> Option<&'static ResourceInfo> {
     crate::registry::catalog::BUILTIN.iter().find(|r| {
         r.kind_class == crate::registry::catalog::KindClass::Review
@@ -127,11 +129,52 @@ fn subject(spec: &Value) -> Result<UserInfo> {
                 .into(),
         ));
     }
-    Ok(UserInfo { name, groups })
+    Ok(UserInfo {
+        name,
+        groups,
+        ..UserInfo::default()
+    })
+}
+
+/// The `userInfo` of SelfSubjectReview and TokenReview.
+fn user_info(user: &UserInfo) -> Value {
+    let mut v = json!({"username": user.name, "groups": user.groups});
+    if !user.uid.is_empty() {
+        v["uid"] = json!(user.uid);
+    }
+    if !user.extra.is_empty() {
+        v["extra"] = json!(user.extra);
+    }
+    v
+}
+
+/// TokenReview's status: the token's user and audiences, or why it was refused.
+async fn token_status(parts: &Parts, spec: &Value) -> Result<Value> {
+    let authn = parts
+        .extensions
+        .get::<std::sync::Arc<crate::authn::Authenticator>>()
+        .cloned()
+        .ok_or_else(|| ApiError::Internal("no authenticator".into()))?;
+    let token = str_of(spec, "token");
+    let mut audiences: Vec<String> = spec
+        .get("audiences")
+        .and_then(|a| serde_json::from_value(a.clone()).ok())
+        .unwrap_or_default();
+    if audiences.is_empty() {
+        audiences = authn.api_audiences().to_vec();
+    }
+    Ok(match authn.authenticate_token(&token, &audiences).await {
+        Ok(t) => json!({
+            "authenticated": true,
+            "user": user_info(&t.user),
+            "audiences": t.audiences,
+        }),
+        Err(err) => json!({"user": {}, "error": format!("[invalid bearer token, {err}]")}),
+    })
 }
 
 /// Answers a POST creating a review of kind `r.kind`.
-pub(super) fn create(
+pub(super) async fn create(
     r: &ResourceInfo,
     info: &RequestInfo,
     parts: &Parts,
@@ -164,7 +207,8 @@ pub(super) fn create(
             access_status(&handle, &subject(&spec)?, &attrs)
         }
         "SelfSubjectRulesReview" => rules_status(&handle, &user, &str_of(&spec, "namespace")),
-        "SelfSubjectReview" => json!({"userInfo": {"username": user.name, "groups": user.groups}}),
+        "SelfSubjectReview" => json!({"userInfo": user_info(&user)}),
+        "TokenReview" => token_status(parts, &spec).await?,
         _ => return Err(ApiError::MethodNotAllowed),
     };
     let meta = obj

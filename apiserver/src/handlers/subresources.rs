@@ -155,6 +155,8 @@ pub(super) async fn scale(
     } else {
         new.insert("spec".into(), json!({ "replicas": replicas }));
     }
+    // The writer owns spec.replicas in an entry with `subresource: scale`, as upstream.
+    crate::apply::record_subresource_update(r, &mut new, &obj, q, headers, "scale");
     let stored = store_update(
         ctx,
         r,

@@ -14,6 +14,15 @@ use crate::error::ApiError;
 use crate::registry::catalog::ResourceInfo;
 use strategic::SmpError;
 
+/// Applies the JSON patch (RFC 6902) `ops` to `doc`, a copy the caller drops on error.
+///
+/// Not `json_patch::patch`: on failure it undoes the operations already applied, and that
+/// undo panics for some inputs (a `move` onto a path inside itself after another operation;
+/// found by the `json_patch` fuzz target). A copy needs no undo.
+pub fn json_patch(doc: &mut Value, ops: &json_patch::Patch) -> Result<(), json_patch::PatchError> {
+    json_patch::patch_unsafe(doc, ops)
+}
+
 /// Applies the strategic merge patch `patch` to `original`, an object of resource `r`.
 ///
 /// Kinds without a Go struct answer 415 (as upstream does for custom resources); a patch that

@@ -16,12 +16,15 @@ use std::collections::HashMap;
 use catalog::{KindClass, ResourceInfo};
 
 /// Subresources the generic handlers implement; discovery lists only these.
-pub const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "binding", "finalize"];
+pub const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "binding", "finalize", "token"];
 
 /// The resources being served.
 #[derive(Debug)]
 pub struct Registry {
     served: Vec<&'static ResourceInfo>,
+    /// The create-only reviews (access reviews, SelfSubjectReview, TokenReview), at their
+    /// preferred versions: listed by discovery, never stored.
+    reviews: Vec<&'static ResourceInfo>,
     by_path: HashMap<(String, String, String), &'static ResourceInfo>,
 }
 
@@ -29,7 +32,15 @@ impl Registry {
     /// Every stored built-in resource, at its preferred (first-listed) version.
     pub fn builtin() -> Self {
         let mut served: Vec<&'static ResourceInfo> = Vec::new();
+        let mut reviews: Vec<&'static ResourceInfo> = Vec::new();
         for r in catalog::BUILTIN {
+            if matches!(r.kind_class, KindClass::Review)
+                && !reviews
+                    .iter()
+                    .any(|s| s.group == r.group && s.plural == r.plural)
+            {
+                reviews.push(r);
+            }
             if !matches!(r.kind_class, KindClass::Stored) {
                 continue;
             }
@@ -54,7 +65,11 @@ impl Registry {
                 )
             })
             .collect();
-        Registry { served, by_path }
+        Registry {
+            served,
+            reviews,
+            by_path,
+        }
     }
 
     /// The resource served at `group`/`version`/`plural`.
@@ -71,18 +86,24 @@ impl Registry {
 
     /// Served groups with their versions, in discovery order (core group is "").
     pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
-        let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-        for r in &self.served {
-            match out.iter_mut().find(|(g, _)| *g == r.group) {
-                Some((_, versions)) => {
-                    if !versions.contains(&r.version) {
-                        versions.push(r.version);
-                    }
-                }
-                None => out.push((r.group, vec![r.version])),
-            }
-        }
-        out
+        groups_of(&self.served)
+    }
+
+    /// As [`Registry::groups`], with the groups of the reviews too (what discovery lists).
+    pub fn discovery_groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        let all: Vec<&'static ResourceInfo> =
+            self.served.iter().chain(&self.reviews).copied().collect();
+        groups_of(&all)
+    }
+
+    /// As [`Registry::in_version`], with the reviews too (what discovery lists).
+    pub fn discovery_in_version(&self, group: &str, version: &str) -> Vec<&'static ResourceInfo> {
+        self.served
+            .iter()
+            .chain(&self.reviews)
+            .filter(|r| r.group == group && r.version == version)
+            .copied()
+            .collect()
     }
 
     /// Served resources of one group version.
@@ -93,6 +114,21 @@ impl Registry {
             .copied()
             .collect()
     }
+}
+
+fn groups_of(resources: &[&'static ResourceInfo]) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for r in resources {
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, versions)) => {
+                if !versions.contains(&r.version) {
+                    versions.push(r.version);
+                }
+            }
+            None => out.push((r.group, vec![r.version])),
+        }
+    }
+    out
 }
 
 /// The storage key of an object: `/registry/<group|core>/<plural>/[<namespace>/]<name>`, with
@@ -124,5 +160,34 @@ pub fn api_version(r: &ResourceInfo) -> String {
         r.version.to_owned()
     } else {
         format!("{}/{}", r.group, r.version)
+    }
+}
+
+#[cfg(test)]
+mod review_discovery_tests {
+    use super::*;
+
+    #[test]
+    fn discovery_lists_reviews_but_the_served_set_does_not() {
+        let r = Registry::builtin();
+        let listed = |g: &str| {
+            r.discovery_in_version(g, "v1")
+                .iter()
+                .map(|r| r.kind)
+                .collect::<Vec<_>>()
+        };
+        assert!(listed("authentication.k8s.io").contains(&"TokenReview"));
+        assert!(listed("authentication.k8s.io").contains(&"SelfSubjectReview"));
+        assert!(listed("authorization.k8s.io").contains(&"SubjectAccessReview"));
+        assert!(
+            r.discovery_groups()
+                .iter()
+                .any(|(g, _)| *g == "authentication.k8s.io")
+        );
+        assert!(r.in_version("authentication.k8s.io", "v1").is_empty());
+        assert!(
+            r.find("authentication.k8s.io", "v1", "tokenreviews")
+                .is_none()
+        );
     }
 }

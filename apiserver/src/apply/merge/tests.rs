@@ -121,7 +121,7 @@ fn apply_conflicts_force_and_removal() {
     let conflicts = managed::apply(&live, &other, ty, "two", "apps/v1", false).unwrap_err();
     assert_eq!(
         managed::conflict_message(&conflicts),
-        "Apply failed with 1 conflict: conflict with \"one\" using apps/v1: .spec.replicas"
+        "Apply failed with 1 conflict: conflict with \"one\": .spec.replicas"
     );
     let same = obj(
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}, "spec": {"replicas": 1}}),
