@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
 
 /// Capstan: a Kubernetes control plane in one binary.
 #[derive(Parser)]
@@ -24,6 +25,22 @@ enum Command {
     Server(ServerArgs),
     /// Write a kubeconfig for a user with a client certificate signed by the cluster CA.
     Kubeconfig(KubeconfigArgs),
+    /// Run the scheduler against an API server (as kube-scheduler).
+    Scheduler(ComponentArgs<scheduler::Options>),
+    /// Run the controller manager's loops against an API server (as kube-controller-manager).
+    Controllers(ComponentArgs<controllers::Options>),
+    /// Run simulated nodes against an API server (as KWOK does).
+    Nodes(ComponentArgs<nodes::Options>),
+}
+
+/// Flags of a component that is an API client: its kubeconfig and its own flags.
+#[derive(clap::Args)]
+struct ComponentArgs<T: clap::Args> {
+    /// Kubeconfig with the API server's address and this component's credentials.
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    #[command(flatten)]
+    options: T,
 }
 
 /// Flags of `capstan kubeconfig`.
@@ -80,6 +97,19 @@ struct ServerArgs {
     /// Audiences the API accepts tokens for (comma-separated; default: the issuer).
     #[arg(long, value_delimiter = ',')]
     api_audiences: Vec<String>,
+    /// Simulated nodes to run in-process (0: none).
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Do not run the scheduler in-process (as k3s' flag).
+    #[arg(long)]
+    disable_scheduler: bool,
+    /// Do not run the controller manager in-process (as k3s' flag).
+    #[arg(long)]
+    disable_controller_manager: bool,
+    /// Controllers the in-process controller manager runs (kube-controller-manager's shape:
+    /// `*`, `name`, `-name`).
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    controllers: Vec<String>,
 }
 
 /// Flags of `capstan store`, named after etcd's.
@@ -224,6 +254,48 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         },
     };
     tracing::info!(kubeconfig = %pki.admin_kubeconfig.display(), "admin kubeconfig written");
+    let components = CancellationToken::new();
+    let mut tasks = Vec::new();
+    if !args.disable_scheduler {
+        let kubeconfig = component_kubeconfig(&pki, "scheduler", SCHEDULER_USER, &server_url)?;
+        tasks.push(spawn_component(
+            "scheduler",
+            &kubeconfig,
+            &components,
+            |c, t| scheduler::run(c, scheduler::Options::default(), t),
+        ));
+    }
+    if !args.disable_controller_manager {
+        let kubeconfig = component_kubeconfig(
+            &pki,
+            "controller-manager",
+            CONTROLLER_MANAGER_USER,
+            &server_url,
+        )?;
+        let options = controllers::Options {
+            controllers: args.controllers.clone(),
+            ..controllers::Options::default()
+        };
+        tasks.push(spawn_component(
+            "controllers",
+            &kubeconfig,
+            &components,
+            |c, t| controllers::run(c, options, t),
+        ));
+    }
+    if args.nodes > 0 {
+        let kubeconfig = component_kubeconfig(&pki, "nodes", NODE_FLEET_USER, &server_url)?;
+        let options = nodes::Options {
+            count: args.nodes,
+            ..nodes::Options::default()
+        };
+        tasks.push(spawn_component(
+            "nodes",
+            &kubeconfig,
+            &components,
+            |c, t| nodes::run(c, options, t),
+        ));
+    }
     let driver_died = async {
         while !driver.is_finished() {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -233,11 +305,106 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         r = apiserver::run(api_cfg, node.clone(), shutdown_signal()) => r.map_err(anyhow::Error::from),
         () = driver_died => Err(anyhow::anyhow!("the store stopped")),
     };
+    components.cancel();
+    for task in tasks {
+        let _ = task.await;
+    }
     expiry.abort();
     node.stop();
     let driver_result = tokio::task::spawn_blocking(move || driver.join()).await?;
     result?;
     driver_result.map_err(anyhow::Error::from)
+}
+
+/// The user the in-process scheduler authenticates as (kube-scheduler's).
+const SCHEDULER_USER: &str = "system:kube-scheduler";
+/// The user the in-process controller manager authenticates as (kube-controller-manager's).
+const CONTROLLER_MANAGER_USER: &str = "system:kube-controller-manager";
+/// The user the in-process simulated nodes connect as; it impersonates `system:node:<name>`
+/// for each node's own requests.
+const NODE_FLEET_USER: &str = "system:capstan:node-fleet";
+
+/// Issues a client certificate for `user` and writes `<data-dir>/<name>.kubeconfig` for an
+/// in-process component (new each start, so it never outlives the CA).
+fn component_kubeconfig(
+    pki: &certs::PkiPaths,
+    name: &str,
+    user: &str,
+    server_url: &str,
+) -> anyhow::Result<PathBuf> {
+    let out = pki.dir.join(format!("{name}.kubeconfig"));
+    certs::write_user_kubeconfig(pki, user, &[], server_url, &out)?;
+    Ok(out)
+}
+
+/// A kube-rs client from a kubeconfig file (its current context).
+async fn client_from_kubeconfig(path: &std::path::Path) -> anyhow::Result<kube::Client> {
+    use anyhow::Context as _;
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .with_context(|| format!("loading {}", path.display()))?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Starts an in-process component once the API server answers: it runs `run` with a client
+/// from `kubeconfig` until `shutdown` is cancelled. A component that fails is logged; the
+/// server keeps serving.
+fn spawn_component<F, Fut>(
+    name: &'static str,
+    kubeconfig: &std::path::Path,
+    shutdown: &CancellationToken,
+    run: F,
+) -> tokio::task::JoinHandle<()>
+where
+    F: FnOnce(kube::Client, CancellationToken) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let kubeconfig = kubeconfig.to_path_buf();
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let client = match client_from_kubeconfig(&kubeconfig).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(component = name, error = %format!("{e:#}"), "cannot start");
+                return;
+            }
+        };
+        // Wait for the API server to serve (it starts listening in the same process).
+        loop {
+            if shutdown.is_cancelled() {
+                return;
+            }
+            if client.apiserver_version().await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tracing::info!(component = name, "starting");
+        if let Err(e) = run(client, shutdown).await {
+            tracing::error!(component = name, error = %format!("{e:#}"), "stopped with an error");
+        }
+    })
+}
+
+/// Runs a component given a kubeconfig, until SIGINT/SIGTERM.
+async fn run_component<F, Fut>(kubeconfig: &std::path::Path, run: F) -> anyhow::Result<()>
+where
+    F: FnOnce(kube::Client, CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let client = client_from_kubeconfig(kubeconfig).await?;
+    let shutdown = CancellationToken::new();
+    let trigger = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        trigger.cancel();
+    });
+    run(client, shutdown).await
 }
 
 fn main() -> ExitCode {
@@ -265,6 +432,15 @@ fn main() -> ExitCode {
                 .await
                 .map_err(anyhow::Error::from),
             Command::Server(args) => run_server(args).await,
+            Command::Scheduler(a) => {
+                run_component(&a.kubeconfig, |c, t| scheduler::run(c, a.options, t)).await
+            }
+            Command::Controllers(a) => {
+                run_component(&a.kubeconfig, |c, t| controllers::run(c, a.options, t)).await
+            }
+            Command::Nodes(a) => {
+                run_component(&a.kubeconfig, |c, t| nodes::run(c, a.options, t)).await
+            }
             Command::Kubeconfig(args) => {
                 let paths = certs::PkiPaths::new(&args.data_dir);
                 certs::write_user_kubeconfig(

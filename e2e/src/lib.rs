@@ -194,13 +194,35 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Starts `capstan server` on a free port and waits until `/readyz` answers (20 s).
+    /// Flags that make `capstan server` a bare API server (no scheduler, controllers or
+    /// simulated nodes), for tests of the API itself.
+    pub const BARE: &'static [&'static str] = &[
+        "--nodes=0",
+        "--disable-scheduler",
+        "--disable-controller-manager",
+    ];
+
+    /// Starts a bare `capstan server` ([`ServerProcess::BARE`]) on a free port and waits until
+    /// `/readyz` answers (20 s).
     pub fn start(data_dir: &Path) -> Result<Self> {
         Self::start_with(data_dir, &[])
     }
 
     /// As [`ServerProcess::start`], with extra flags.
     pub fn start_with(data_dir: &Path, extra_args: &[&str]) -> Result<Self> {
+        let mut args = Self::BARE.to_vec();
+        args.extend_from_slice(extra_args);
+        Self::start_raw(data_dir, &args)
+    }
+
+    /// Starts the whole control plane as a user runs it: `capstan server` with its in-process
+    /// scheduler, controllers and simulated nodes, plus `extra_args`.
+    pub fn start_cluster(data_dir: &Path, extra_args: &[&str]) -> Result<Self> {
+        Self::start_raw(data_dir, extra_args)
+    }
+
+    /// Starts `capstan server` with exactly `extra_args` after the data dir and port.
+    pub fn start_raw(data_dir: &Path, extra_args: &[&str]) -> Result<Self> {
         let port = free_port();
         std::fs::create_dir_all(data_dir)?;
         let log_path = data_dir.with_extension("log");
