@@ -285,6 +285,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     }
     if args.nodes > 0 {
         let kubeconfig = component_kubeconfig(&pki, "nodes", NODE_FLEET_USER, &server_url)?;
+        #[allow(clippy::needless_update)] // the other flags keep their defaults
         let options = nodes::Options {
             count: args.nodes,
             ..nodes::Options::default()
