@@ -4,7 +4,7 @@ DATA_DIR ?= $(CURDIR)/.capstan
 STORE_URL ?= http://127.0.0.1:2379
 SECURE_PORT ?= 6443
 
-.PHONY: all build run run-store test lint bench bench-store bench-api clean
+.PHONY: all build run run-store test lint bench bench-store bench-api bench-scheduler bench-controllers clean
 
 all: build
 
@@ -29,12 +29,17 @@ test:
 	$(CARGO) test --workspace
 
 ## lint: formatting and clippy with warnings as errors.
+## The API clients (controllers, scheduler, nodes) reach the cluster only through the API:
+## none of them may depend on the apiserver or the store.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	@for c in controllers scheduler nodes; do \
+	  if $(CARGO) tree -p $$c -e normal --prefix none | grep -qE '^(apiserver|store) '; then \
+	    echo "lint: $$c must not depend on apiserver or store"; exit 1; fi; done
 
 ## bench: every benchmark (prints figures; never fails on them).
-bench: bench-store bench-api
+bench: bench-store bench-api bench-scheduler bench-controllers
 
 ## bench-store: capstan store vs Debian's etcd 3.4, same client, same disk.
 bench-store:
@@ -46,6 +51,18 @@ bench-store:
 bench-api:
 	$(CARGO) build --release -p capstan
 	$(CARGO) bench -p e2e --bench api
+
+## bench-scheduler: capstan scheduler (own process) placing 10,000 pods on 5,000 nodes through
+## the API: pods/s and p99 scheduling latency.
+bench-scheduler:
+	$(CARGO) build --release -p capstan
+	$(CARGO) bench -p e2e --bench scheduler
+
+## bench-controllers: a Deployment of 10,000 replicas on 1,000 simulated nodes in one capstan
+## server: time until every pod is created, bound and Running, and pods/s.
+bench-controllers:
+	$(CARGO) build --release -p capstan
+	$(CARGO) bench -p e2e --bench controllers
 
 clean:
 	$(CARGO) clean

@@ -9,12 +9,15 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod admission;
 pub mod apply;
+pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod codec;
 pub mod defaults;
 pub mod discovery;
+pub mod encryption;
 pub mod error;
 pub mod fuzz;
 pub mod handlers;
@@ -46,13 +49,21 @@ pub async fn run(
     node: store::node::Node,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), server::Error> {
-    let storage = storage::Storage::new(node);
+    let encryption = match &cfg.encryption_provider_config {
+        Some(path) => Some(Arc::new(
+            encryption::Encryption::load(path).map_err(server::Error::Encryption)?,
+        )),
+        None => None,
+    };
+    let storage = storage::Storage::with_encryption(node, encryption);
     let ctx = Arc::new(handlers::Ctx {
         registry: registry::Registry::builtin(),
         storage: storage.clone(),
         address: format!("{}:{}", cfg.bind_address, cfg.secure_port),
         service_range: handlers::ServiceRange::default(),
         watch_cache: watch_cache::WatchCache::new(storage.clone()),
+        admission: admission::Chain::new(&cfg.admission, storage.clone())
+            .map_err(server::Error::Admission)?,
     });
     for attempt in 0..50 {
         match handlers::bootstrap(&ctx).await {

@@ -286,13 +286,33 @@ pub async fn impersonate(
     if name != "system:anonymous" && !new_groups.iter().any(|g| g == "system:authenticated") {
         new_groups.push("system:authenticated".into());
     }
-    req.extensions_mut().insert(UserInfo {
+    let impersonated = UserInfo {
         name,
         groups: new_groups,
         uid: uids.first().cloned().unwrap_or_default(),
         ..UserInfo::default()
-    });
+    };
+    if let Some(audit) = req.extensions().get::<crate::audit::AuditHandle>() {
+        audit.record_impersonation(&impersonated);
+    }
+    req.extensions_mut().insert(impersonated);
     next.run(req).await
+}
+
+/// Upstream's Forbidden message with the authorizers' reason appended (`…: reason`).
+fn with_reason(err: ApiError, reason: &str) -> ApiError {
+    match err {
+        ApiError::Forbidden {
+            resource,
+            name,
+            message,
+        } if !reason.is_empty() => ApiError::Forbidden {
+            resource,
+            name,
+            message: format!("{message}: {reason}"),
+        },
+        other => other,
+    }
 }
 
 /// Authorization middleware over an [`Authorizer`].
@@ -304,14 +324,20 @@ pub async fn authorize(authorizer: Arc<dyn Authorizer>, req: Request, next: Next
         return ApiError::Unauthorized.into_response();
     };
     wait_sync(authorizer.as_ref()).await;
-    match authorizer.authorize(user, info) {
+    let outcome = authorizer.decide(user, info);
+    if let Some(audit) = req.extensions().get::<crate::audit::AuditHandle>() {
+        audit.record_authorization(outcome.decision == Decision::Allow, &outcome.reason);
+    }
+    match outcome.decision {
         Decision::Allow => {
             let mut req = req;
             req.extensions_mut()
                 .insert(AuthorizerHandle(Arc::clone(&authorizer)));
             next.run(req).await
         }
-        Decision::Deny | Decision::NoOpinion => forbidden(user, info).into_response(),
+        Decision::Deny | Decision::NoOpinion => {
+            with_reason(forbidden(user, info), &outcome.reason).into_response()
+        }
     }
 }
 

@@ -27,6 +27,9 @@ pub struct RequestInfo {
     pub name: String,
     /// The raw path.
     pub path: String,
+    /// The `fieldSelector` query parameter, percent-decoded (empty when absent): upstream's
+    /// authorizers see it (the node authorizer lets a node list only its own pods).
+    pub field_selector: String,
 }
 
 /// Subresources of namespaces that are not namespaced resources of their own.
@@ -45,6 +48,12 @@ impl RequestInfo {
         let mut info = RequestInfo {
             verb: method.as_str().to_ascii_lowercase(),
             path: path.to_owned(),
+            field_selector: query
+                .unwrap_or("")
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("fieldSelector="))
+                .map(crate::handlers::decode_component)
+                .unwrap_or_default(),
             ..Default::default()
         };
         let parts: Vec<&str> = path

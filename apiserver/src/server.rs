@@ -40,11 +40,20 @@ pub struct ApiServerConfig {
     pub compaction_interval: std::time::Duration,
     /// Token, service-account and anonymous authentication flags.
     pub authn: crate::authn::AuthnConfig,
+    /// Audit policy and log flags (`--audit-policy-file`, `--audit-log-*`).
+    pub audit: crate::audit::AuditConfig,
+    /// `--encryption-provider-config`: the EncryptionConfiguration of values at rest.
+    pub encryption_provider_config: Option<PathBuf>,
+    /// `--enable-admission-plugins` / `--disable-admission-plugins`.
+    pub admission: crate::admission::AdmissionConfig,
 }
 
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The admission flags were refused.
+    #[error("admission: {0}")]
+    Admission(String),
     /// The token file or a service-account key could not be loaded.
     #[error("authentication: {0}")]
     Authn(String),
@@ -59,6 +68,12 @@ pub enum Error {
     /// TLS configuration was refused.
     #[error("TLS configuration: {0}")]
     Tls(String),
+    /// The audit policy or log could not be loaded or opened.
+    #[error("audit: {0}")]
+    Audit(String),
+    /// The encryption configuration could not be loaded.
+    #[error("encryption at rest: {0}")]
+    Encryption(String),
     /// The port could not be bound.
     #[error("listening on {addr}: {source}")]
     Listen {
@@ -211,13 +226,15 @@ async fn openapi(api: LazyOpenApi, req: Request) -> Response {
         .serve(req.uri().path(), req.uri().query(), accept.as_deref())
 }
 
-/// The router with the tier-1 pipeline: request info → authentication → impersonation →
-/// in-flight limits and metrics → authorization.
+/// The router with the tier-1 pipeline: request info → audit ID → authentication → audit →
+/// impersonation → in-flight limits and metrics → authorization (`auditor`: `None` when
+/// auditing is off).
 pub fn router(
     ctx: Arc<Ctx>,
     authorizer: Arc<dyn Authorizer>,
     authn: Arc<crate::authn::Authenticator>,
     metrics: Arc<Metrics>,
+    auditor: Option<Arc<crate::audit::Auditor>>,
 ) -> Router {
     let exposition = Arc::clone(&metrics);
     let (oidc, jwks) = (authn.openid_configuration(), authn.jwks());
@@ -293,8 +310,15 @@ pub fn router(
         .layer(axum::middleware::from_fn(move |req, next| {
             pipeline::impersonate(Arc::clone(&impersonation), req, next)
         }))
+        .layer(axum::middleware::from_fn({
+            let auditor = auditor.clone();
+            move |req, next| crate::audit::record(auditor.clone(), req, next)
+        }))
         .layer(axum::middleware::from_fn(move |req, next| {
             pipeline::authenticate(Arc::clone(&authn), req, next)
+        }))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            crate::audit::init(auditor.clone(), req, next)
         }))
         .layer(axum::middleware::from_fn(pipeline::request_info))
 }
@@ -315,11 +339,13 @@ pub async fn serve(
     let authorizer = Arc::new(crate::authz::Authz::new(ctx.storage.clone()));
     let authn = crate::authn::Authenticator::new(&cfg.authn, Some(ctx.storage.clone()))
         .map_err(Error::Authn)?;
+    let auditor = crate::audit::Auditor::from_config(&cfg.audit).map_err(Error::Audit)?;
     let app = router(
         ctx,
         authorizer as Arc<dyn Authorizer>,
         Arc::new(authn),
         metrics,
+        auditor,
     );
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -359,6 +385,7 @@ pub async fn serve(
             );
             let svc = app.map_request(move |mut req: Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(identity.clone());
+                req.extensions_mut().insert(crate::audit::RemoteAddr(peer));
                 req.map(axum::body::Body::new)
             });
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());

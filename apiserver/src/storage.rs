@@ -5,6 +5,12 @@
 //! Architecture invariant: this is the only module of the API server that talks to the
 //! store. Today it drives the embedded member in-process (`store::node::Node`); an etcd v3
 //! client implementation will sit behind the same methods.
+//!
+//! Values of resources covered by `--encryption-provider-config` are encrypted on every write
+//! and decrypted on every read here (`crate::encryption`); the rest of the server only ever
+//! sees plain objects.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use store::command::{Applied, Op};
@@ -92,6 +98,9 @@ pub enum Error {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] store::StoreError),
+    /// A stored value could not be encrypted or decrypted (`--encryption-provider-config`).
+    #[error("{0}")]
+    Transform(String),
 }
 
 /// Result with [`Error`].
@@ -101,6 +110,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Clone)]
 pub struct Storage {
     node: Node,
+    encryption: Option<Arc<crate::encryption::Encryption>>,
 }
 
 /// The end of the key range that starts with `prefix`.
@@ -122,7 +132,54 @@ fn header_revision(h: Option<&pb::PbResponseHeader>) -> i64 {
 impl Storage {
     /// Storage over `node`.
     pub fn new(node: Node) -> Self {
-        Storage { node }
+        Storage {
+            node,
+            encryption: None,
+        }
+    }
+
+    /// Storage over `node` whose values are encrypted at rest as `encryption` says.
+    pub fn with_encryption(
+        node: Node,
+        encryption: Option<Arc<crate::encryption::Encryption>>,
+    ) -> Self {
+        Storage { node, encryption }
+    }
+
+    /// The bytes to store for `value` at `key` (encrypted when configured).
+    fn seal(&self, key: &[u8], value: Vec<u8>) -> Result<Vec<u8>> {
+        match &self.encryption {
+            Some(e) => e
+                .seal(key, value)
+                .map_err(|m| Error::Transform(format!("encrypting {}: {m}", lossy(key)))),
+            None => Ok(value),
+        }
+    }
+
+    /// The plain value of stored bytes at `key`.
+    fn open(&self, key: &[u8], value: Vec<u8>) -> Result<Vec<u8>> {
+        match &self.encryption {
+            Some(e) if e.covers(key) => e
+                .open(key, &value)
+                .map(std::borrow::Cow::into_owned)
+                .map_err(|m| Error::Transform(format!("decrypting {}: {m}", lossy(key)))),
+            _ => Ok(value),
+        }
+    }
+
+    /// [`Storage::open`] for values shared with the store: unchanged (no copy) unless
+    /// encrypted; an undecryptable value is logged and left out.
+    fn open_shared(&self, key: &[u8], value: Bytes) -> Option<Bytes> {
+        match &self.encryption {
+            Some(e) if e.covers(key) => match e.open(key, &value) {
+                Ok(plain) => Some(Bytes::from(plain.into_owned())),
+                Err(m) => {
+                    tracing::error!(key = %lossy(key), err = %m, "cannot decrypt a stored value");
+                    None
+                }
+            },
+            _ => Some(value),
+        }
     }
 
     /// The current store revision.
@@ -149,10 +206,12 @@ impl Storage {
         let (kvs, revision) = self.node.mvcc().shared_range(&range);
         let items = kvs
             .into_iter()
-            .map(|kv| SharedItem {
-                key: kv.key,
-                value: kv.value,
-                revision: kv.mod_revision,
+            .filter_map(|kv| {
+                Some(SharedItem {
+                    value: self.open_shared(&kv.key, kv.value)?,
+                    key: kv.key,
+                    revision: kv.mod_revision,
+                })
             })
             .collect();
         (items, revision)
@@ -171,9 +230,11 @@ impl Storage {
             .into_iter()
             .map(|c| SharedChange {
                 revision: c.revision,
+                value: c.value.and_then(|v| self.open_shared(&c.key, v)),
+                prev: c
+                    .prev
+                    .and_then(|(v, rev)| Some((self.open_shared(&c.key, v)?, rev))),
                 key: c.key,
-                value: c.value,
-                prev: c.prev,
             })
             .collect();
         Ok((changes, next))
@@ -192,10 +253,16 @@ impl Storage {
             ..Default::default()
         };
         let resp = self.node.mvcc().range(&req)?;
-        Ok(resp.kvs.into_iter().next().map(|kv| Stored {
-            value: kv.value,
-            revision: kv.mod_revision,
-        }))
+        resp.kvs
+            .into_iter()
+            .next()
+            .map(|kv| {
+                Ok(Stored {
+                    value: self.open(&kv.key, kv.value)?,
+                    revision: kv.mod_revision,
+                })
+            })
+            .transpose()
     }
 
     /// Reads one key from this member's state without a ReadIndex round trip: possibly a
@@ -207,10 +274,16 @@ impl Storage {
             ..Default::default()
         };
         let resp = self.node.mvcc().range(&req)?;
-        Ok(resp.kvs.into_iter().next().map(|kv| Stored {
-            value: kv.value,
-            revision: kv.mod_revision,
-        }))
+        resp.kvs
+            .into_iter()
+            .next()
+            .map(|kv| {
+                Ok(Stored {
+                    value: self.open(&kv.key, kv.value)?,
+                    revision: kv.mod_revision,
+                })
+            })
+            .transpose()
     }
 
     /// Lists keys under `prefix` in key order, starting after `start_after` (exclusive) when
@@ -248,15 +321,15 @@ impl Storage {
             .into_iter()
             .map(|kv| {
                 let key = String::from_utf8_lossy(&kv.key).into_owned();
-                (
+                Ok((
                     key,
                     Stored {
-                        value: kv.value,
+                        value: self.open(&kv.key, kv.value)?,
                         revision: kv.mod_revision,
                     },
-                )
+                ))
             })
-            .collect();
+            .collect::<Result<Vec<_>>>()?;
         Ok(Page {
             items,
             revision,
@@ -267,6 +340,7 @@ impl Storage {
     /// Creates `key` if it does not exist; returns the new revision.
     pub async fn create(&self, key: &str, value: Vec<u8>) -> Result<i64> {
         let k = key.as_bytes().to_vec();
+        let value = self.seal(&k, value)?;
         let txn = pb::PbTxnRequest {
             compare: vec![pb::PbCompare {
                 result: 0, // EQUAL
@@ -290,6 +364,7 @@ impl Storage {
     /// Replaces `key` if its revision is still `expected`; returns the new revision.
     pub async fn update(&self, key: &str, value: Vec<u8>, expected: i64) -> Result<i64> {
         let k = key.as_bytes().to_vec();
+        let value = self.seal(&k, value)?;
         let txn = pb::PbTxnRequest {
             compare: vec![mod_equals(&k, expected)],
             success: vec![put_op(k.clone(), value)],
@@ -359,40 +434,49 @@ impl Storage {
     ) -> Result<(Vec<(i64, Change)>, i64)> {
         let range = KeyRange::new(prefix.as_bytes(), &prefix_end(prefix.as_bytes()));
         let (events, next) = self.node.mvcc().events(from, &range, true, max)?;
-        let changes = events
-            .into_iter()
-            .filter_map(|e| {
-                let rev = e.revision.main;
-                let kv = e.event.kv?;
-                let key = String::from_utf8_lossy(&kv.key).into_owned();
-                let change = if e.event.r#type == 0 {
-                    let prev = e.event.prev_kv.filter(|_| kv.version > 1).map(|p| Stored {
-                        value: p.value,
+        let mut changes = Vec::with_capacity(events.len());
+        for e in events {
+            let rev = e.revision.main;
+            let Some(kv) = e.event.kv else {
+                continue;
+            };
+            let key = String::from_utf8_lossy(&kv.key).into_owned();
+            let change = if e.event.r#type == 0 {
+                let prev = match e.event.prev_kv.filter(|_| kv.version > 1) {
+                    Some(p) => Some(Stored {
+                        value: self.open(&kv.key, p.value)?,
                         revision: p.mod_revision,
-                    });
-                    Change::Put {
-                        key,
-                        prev,
-                        value: Stored {
-                            value: kv.value,
-                            revision: kv.mod_revision,
-                        },
-                    }
-                } else {
-                    let prev = e.event.prev_kv?;
-                    Change::Delete {
-                        key,
-                        prev: Stored {
-                            value: prev.value,
-                            revision: rev,
-                        },
-                    }
+                    }),
+                    None => None,
                 };
-                Some((rev, change))
-            })
-            .collect();
+                Change::Put {
+                    key,
+                    prev,
+                    value: Stored {
+                        value: self.open(&kv.key, kv.value)?,
+                        revision: kv.mod_revision,
+                    },
+                }
+            } else {
+                let Some(prev) = e.event.prev_kv else {
+                    continue;
+                };
+                Change::Delete {
+                    key,
+                    prev: Stored {
+                        value: self.open(&kv.key, prev.value)?,
+                        revision: rev,
+                    },
+                }
+            };
+            changes.push((rev, change));
+        }
         Ok((changes, next))
     }
+}
+
+fn lossy(key: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(key)
 }
 
 fn put_op(key: Vec<u8>, value: Vec<u8>) -> pb::PbTxnRequestOp {

@@ -97,6 +97,32 @@ struct ServerArgs {
     /// Audiences the API accepts tokens for (comma-separated; default: the issuer).
     #[arg(long, value_delimiter = ',')]
     api_audiences: Vec<String>,
+    /// Admission plugins to enable besides the defaults (comma-separated, upstream's names).
+    #[arg(long, value_delimiter = ',')]
+    enable_admission_plugins: Vec<String>,
+    /// Admission plugins to disable, defaults included (comma-separated, upstream's names).
+    #[arg(long, value_delimiter = ',')]
+    disable_admission_plugins: Vec<String>,
+    /// Audit policy (audit.k8s.io/v1 Policy, YAML or JSON); auditing needs it and
+    /// `--audit-log-path`.
+    #[arg(long)]
+    audit_policy_file: Option<std::path::PathBuf>,
+    /// Audit log file (`-`: standard output): one audit.k8s.io/v1 Event JSON per line.
+    #[arg(long)]
+    audit_log_path: Option<String>,
+    /// Megabytes of audit log before it is rotated (0: 100, as upstream).
+    #[arg(long, default_value_t = 0)]
+    audit_log_maxsize: u64,
+    /// Rotated audit logs to keep (0: all).
+    #[arg(long, default_value_t = 0)]
+    audit_log_maxbackup: usize,
+    /// Days to keep rotated audit logs (0: forever).
+    #[arg(long, default_value_t = 0)]
+    audit_log_maxage: u64,
+    /// Encryption at rest: an apiserver.config.k8s.io/v1 EncryptionConfiguration
+    /// (providers `identity` and `aesgcm`).
+    #[arg(long)]
+    encryption_provider_config: Option<std::path::PathBuf>,
     /// Simulated nodes to run in-process (0: none).
     #[arg(long, default_value_t = 3)]
     nodes: usize,
@@ -110,6 +136,9 @@ struct ServerArgs {
     /// `*`, `name`, `-name`).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
+    /// The in-process node lifecycle controller's `--node-monitor-grace-period` (e.g. `40s`).
+    #[arg(long)]
+    node_monitor_grace_period: Option<String>,
 }
 
 /// Flags of `capstan store`, named after etcd's.
@@ -133,6 +162,13 @@ struct StoreArgs {
     /// Applied entries between two snapshots of the state machine.
     #[arg(long, default_value_t = 100_000)]
     snapshot_count: u64,
+    /// Entries kept in the log behind a snapshot for slow followers; a follower further
+    /// behind is sent the snapshot.
+    #[arg(
+        long = "experimental-snapshot-catchup-entries",
+        default_value_t = 5_000
+    )]
+    snapshot_catchup_entries: u64,
     /// Largest accepted request, in bytes.
     #[arg(long, default_value_t = 1_572_864)]
     max_request_bytes: usize,
@@ -148,6 +184,41 @@ struct StoreArgs {
     /// Interval of watch progress notifications (e.g. 10m, 30s, 500ms).
     #[arg(long = "experimental-watch-progress-notify-interval", default_value = "10m", value_parser = parse_duration)]
     progress_notify_interval: Duration,
+    /// Comma-separated URLs to accept peer (Raft) connections on (default: the advertised
+    /// peer URLs when the cluster has several members).
+    #[arg(long, value_delimiter = ',')]
+    listen_peer_urls: Vec<String>,
+    /// Initial cluster configuration for bootstrapping: `name=peer-url,...` (this member
+    /// included). Ignored when the data directory already holds a member.
+    #[arg(long, value_parser = parse_initial_cluster)]
+    initial_cluster: Option<InitialCluster>,
+    /// `new` when every member of --initial-cluster starts together, `existing` to join a
+    /// running cluster.
+    #[arg(long, default_value = "new", value_parser = ["new", "existing"])]
+    initial_cluster_state: String,
+    /// Token mixed into the member and cluster ids of a new cluster.
+    #[arg(long, default_value = "etcd-cluster")]
+    initial_cluster_token: String,
+    /// Certificate this member presents to peers (https:// peer URLs).
+    #[arg(long)]
+    peer_cert_file: Option<PathBuf>,
+    /// Private key of --peer-cert-file.
+    #[arg(long)]
+    peer_key_file: Option<PathBuf>,
+    /// CA certificates that peer certificates must chain to.
+    #[arg(long)]
+    peer_trusted_ca_file: Option<PathBuf>,
+    /// Require peers to present a certificate signed by --peer-trusted-ca-file.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    peer_client_cert_auth: bool,
+}
+
+/// A parsed `--initial-cluster`.
+#[derive(Clone, Debug)]
+struct InitialCluster(Vec<store::config::InitialMember>);
+
+fn parse_initial_cluster(s: &str) -> Result<InitialCluster, String> {
+    store::config::parse_initial_cluster(s).map(InitialCluster)
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -171,11 +242,26 @@ impl StoreArgs {
         cfg.advertise_client_urls = self.advertise_client_urls;
         cfg.initial_advertise_peer_urls = self.initial_advertise_peer_urls;
         cfg.snapshot_count = self.snapshot_count;
+        cfg.catch_up_entries = self.snapshot_catchup_entries;
         cfg.max_request_bytes = self.max_request_bytes;
         cfg.max_txn_ops = self.max_txn_ops;
         cfg.heartbeat_interval = Duration::from_millis(self.heartbeat_interval.max(1));
         cfg.election_timeout = Duration::from_millis(self.election_timeout.max(1));
         cfg.progress_notify_interval = self.progress_notify_interval.max(Duration::from_millis(1));
+        cfg.listen_peer_urls = self.listen_peer_urls;
+        cfg.initial_cluster = self.initial_cluster.map(|c| c.0).unwrap_or_default();
+        cfg.initial_cluster_state = if self.initial_cluster_state == "existing" {
+            store::config::ClusterState::Existing
+        } else {
+            store::config::ClusterState::New
+        };
+        cfg.initial_cluster_token = self.initial_cluster_token;
+        cfg.peer_tls = store::config::PeerTls {
+            cert_file: self.peer_cert_file,
+            key_file: self.peer_key_file,
+            trusted_ca_file: self.peer_trusted_ca_file,
+            client_cert_auth: self.peer_client_cert_auth,
+        };
         cfg
     }
 }
@@ -252,6 +338,18 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
             service_account_issuer: args.service_account_issuer,
             api_audiences: args.api_audiences,
         },
+        audit: apiserver::audit::AuditConfig {
+            policy_file: args.audit_policy_file,
+            log_path: args.audit_log_path,
+            log_max_size_mb: args.audit_log_maxsize,
+            log_max_backups: args.audit_log_maxbackup,
+            log_max_age_days: args.audit_log_maxage,
+        },
+        encryption_provider_config: args.encryption_provider_config,
+        admission: apiserver::admission::AdmissionConfig {
+            enable: args.enable_admission_plugins,
+            disable: args.disable_admission_plugins,
+        },
     };
     tracing::info!(kubeconfig = %pki.admin_kubeconfig.display(), "admin kubeconfig written");
     let components = CancellationToken::new();
@@ -274,8 +372,14 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         )?;
         let options = controllers::Options {
             controllers: args.controllers.clone(),
+            kubeconfig: Some(kubeconfig.clone()),
             ..controllers::Options::default()
         };
+        let mut options = options;
+        if let Some(g) = &args.node_monitor_grace_period {
+            options.node_monitor_grace_period =
+                controllers::parse_duration(g).map_err(anyhow::Error::msg)?;
+        }
         tasks.push(spawn_component(
             "controllers",
             &kubeconfig,
@@ -437,7 +541,9 @@ fn main() -> ExitCode {
                 run_component(&a.kubeconfig, |c, t| scheduler::run(c, a.options, t)).await
             }
             Command::Controllers(a) => {
-                run_component(&a.kubeconfig, |c, t| controllers::run(c, a.options, t)).await
+                let mut options = a.options;
+                options.kubeconfig = Some(a.kubeconfig.clone());
+                run_component(&a.kubeconfig, |c, t| controllers::run(c, options, t)).await
             }
             Command::Nodes(a) => {
                 run_component(&a.kubeconfig, |c, t| nodes::run(c, a.options, t)).await

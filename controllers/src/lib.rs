@@ -2,12 +2,41 @@
 //! HTTPS (kube-rs watchers and reflectors), level-triggered and idempotent. It never touches
 //! the store.
 
+mod clusterrole_aggregation;
 mod context;
+mod credentials;
+mod cronjob;
+mod daemonset;
+mod deployment;
+mod disruption;
+mod endpoints;
+mod endpointslice;
+mod garbage_collector;
+mod informer;
+mod job;
+mod leader_election;
+mod metrics;
+mod namespace;
+mod node_lifecycle;
+mod pod_gc;
+mod queue;
+mod replicaset;
+mod resourcequota;
+mod root_ca_publisher;
+mod serviceaccount;
+mod statefulset;
+mod ttl_after_finished;
 
-pub use context::Context;
+pub use context::{Context, ReconcileError, reference};
+pub use metrics::Metrics;
+pub use node_lifecycle::parse_duration;
 
 use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +51,24 @@ pub struct Options {
     /// Take part in leader election through a `coordination.k8s.io` Lease before running.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub leader_elect: bool,
+    /// Serve `/metrics` and `/healthz` over plain HTTP on this address.
+    #[arg(long)]
+    pub metrics_bind_address: Option<SocketAddr>,
+    /// Run each controller with its own service account's token (upstream's flag; capstan's
+    /// default is true, as kubeadm sets it).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub use_service_account_credentials: bool,
+    /// The kubeconfig the root client came from (set by the binary, not a flag): needed to
+    /// build the per-controller service-account clients.
+    #[arg(skip)]
+    pub kubeconfig: Option<PathBuf>,
+    /// How long a node may go without renewing its Lease or posting status before it is
+    /// marked Unknown (kube-controller-manager's flag and default).
+    #[arg(long, default_value = "40s", value_parser = node_lifecycle::parse_duration)]
+    pub node_monitor_grace_period: Duration,
+    /// Terminated pods kept before the pod garbage collector deletes the oldest (0: never).
+    #[arg(long, default_value_t = 12500)]
+    pub terminated_pod_gc_threshold: usize,
 }
 
 impl Default for Options {
@@ -29,6 +76,11 @@ impl Default for Options {
         Options {
             controllers: vec!["*".to_owned()],
             leader_elect: true,
+            metrics_bind_address: None,
+            use_service_account_credentials: true,
+            kubeconfig: None,
+            node_monitor_grace_period: Duration::from_secs(40),
+            terminated_pod_gc_threshold: 12500,
         }
     }
 }
@@ -50,7 +102,103 @@ struct ControllerSpec {
 }
 
 /// Every controller, in upstream's naming. Each module adds its own entry.
-const CONTROLLERS: &[ControllerSpec] = &[];
+const CONTROLLERS: &[ControllerSpec] = &[
+    ControllerSpec {
+        name: "replicaset",
+        default_on: true,
+        start: replicaset::start_replicaset,
+    },
+    ControllerSpec {
+        name: "replicationcontroller",
+        default_on: true,
+        start: replicaset::start_replicationcontroller,
+    },
+    ControllerSpec {
+        name: "deployment",
+        default_on: true,
+        start: deployment::start,
+    },
+    ControllerSpec {
+        name: "garbage-collector",
+        default_on: true,
+        start: garbage_collector::start,
+    },
+    ControllerSpec {
+        name: "namespace",
+        default_on: true,
+        start: namespace::start,
+    },
+    ControllerSpec {
+        name: "serviceaccount",
+        default_on: true,
+        start: serviceaccount::start,
+    },
+    ControllerSpec {
+        name: "root-ca-cert-publisher",
+        default_on: true,
+        start: root_ca_publisher::start,
+    },
+    ControllerSpec {
+        name: "endpoint",
+        default_on: true,
+        start: endpoints::start,
+    },
+    ControllerSpec {
+        name: "endpointslice",
+        default_on: true,
+        start: endpointslice::start,
+    },
+    ControllerSpec {
+        name: "nodelifecycle",
+        default_on: true,
+        start: node_lifecycle::start,
+    },
+    ControllerSpec {
+        name: "job",
+        default_on: true,
+        start: job::start,
+    },
+    ControllerSpec {
+        name: "disruption",
+        default_on: true,
+        start: disruption::start,
+    },
+    ControllerSpec {
+        name: "daemonset",
+        default_on: true,
+        start: daemonset::start,
+    },
+    ControllerSpec {
+        name: "cronjob",
+        default_on: true,
+        start: cronjob::start,
+    },
+    ControllerSpec {
+        name: "ttl-after-finished",
+        default_on: true,
+        start: ttl_after_finished::start,
+    },
+    ControllerSpec {
+        name: "statefulset",
+        default_on: true,
+        start: statefulset::start,
+    },
+    ControllerSpec {
+        name: "resourcequota",
+        default_on: true,
+        start: resourcequota::start,
+    },
+    ControllerSpec {
+        name: "podgc",
+        default_on: true,
+        start: pod_gc::start,
+    },
+    ControllerSpec {
+        name: "clusterrole-aggregation",
+        default_on: true,
+        start: clusterrole_aggregation::start,
+    },
+];
 
 /// Whether `name` is enabled by `--controllers` (later entries win, as upstream's
 /// `IsControllerEnabled`: an explicit `name` or `-name` beats `*`).
@@ -71,32 +219,114 @@ fn enabled(flags: &[String], name: &str, default_on: bool) -> bool {
     star && default_on
 }
 
-/// Runs the enabled controllers with `client` until `shutdown` is cancelled.
+/// Runs the enabled controllers with `client` until `shutdown` is cancelled: serves metrics
+/// if asked, waits for the leader lease (unless `--leader-elect=false`), then starts every
+/// enabled loop with its own service account's client; loops stop when the lease is lost.
 pub async fn run(
     client: kube::Client,
     options: Options,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let mut tasks = tokio::task::JoinSet::new();
-    for spec in CONTROLLERS {
-        if !enabled(&options.controllers, spec.name, spec.default_on) {
-            continue;
-        }
-        let ctx = Context {
-            client: client.clone(),
-            name: spec.name,
-        };
-        let name = spec.name;
-        let fut = (spec.start)(ctx, shutdown.clone());
-        tasks.spawn(async move {
-            if let Err(e) = fut.await {
-                tracing::error!(controller = name, error = %format!("{e:#}"), "controller stopped");
+    let metrics = Arc::new(Metrics::default());
+    if let Some(addr) = options.metrics_bind_address {
+        let (m, t) = (metrics.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            if let Err(e) = metrics::serve(addr, m, t).await {
+                tracing::error!(error = %format!("{e:#}"), "metrics endpoint stopped");
             }
         });
     }
-    shutdown.cancelled().await;
-    while tasks.join_next().await.is_some() {}
+    let config = match (&options.kubeconfig, options.use_service_account_credentials) {
+        (Some(path), true) => Some(load_config(path).await?),
+        (None, true) => {
+            tracing::warn!("no kubeconfig path: controllers use the root client's credentials");
+            None
+        }
+        (_, false) => None,
+    };
+    let creds = Arc::new(credentials::Credentials::new(client.clone(), config));
+    let flags = Arc::new(options.controllers.clone());
+    let shared_options = Arc::new(options.clone());
+    let elector_metrics = metrics.clone();
+    let lead = move |token: CancellationToken| {
+        let (creds, flags, metrics) = (creds.clone(), flags.clone(), metrics.clone());
+        let opts = shared_options.clone();
+        async move { run_controllers(creds, &flags, opts, metrics, token).await }
+    };
+    if options.leader_elect {
+        let elector = leader_election::Elector::new(client, elector_metrics);
+        tracing::info!(
+            identity = elector.identity(),
+            "attempting to acquire leader lease kube-system/kube-controller-manager"
+        );
+        elector.run(shutdown, lead).await;
+    } else {
+        lead(shutdown).await;
+    }
     Ok(())
+}
+
+/// Loads a kube-rs configuration from a kubeconfig file (its current context).
+async fn load_config(path: &std::path::Path) -> anyhow::Result<kube::Config> {
+    use anyhow::Context as _;
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .with_context(|| format!("loading {}", path.display()))
+}
+
+/// Starts every enabled controller and keeps it running (a loop that fails is restarted
+/// after a pause) until `token` is cancelled.
+async fn run_controllers(
+    creds: Arc<credentials::Credentials>,
+    flags: &[String],
+    options: Arc<Options>,
+    metrics: Arc<Metrics>,
+    token: CancellationToken,
+) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for spec in CONTROLLERS {
+        if !enabled(flags, spec.name, spec.default_on) {
+            continue;
+        }
+        let (creds, metrics, token) = (creds.clone(), metrics.clone(), token.clone());
+        let options = options.clone();
+        let name = spec.name;
+        let start = spec.start;
+        tasks.spawn(async move {
+            let component = credentials::service_account(name);
+            loop {
+                let client = tokio::select! {
+                    () = token.cancelled() => return,
+                    c = creds.client_for(name, &token) => c,
+                };
+                let outcome = match client {
+                    Ok(client) => {
+                        let ctx = Context::new(client, name, &component, metrics.clone())
+                            .with_root(creds.root(), creds.root_ca_pem())
+                            .with_options(options.clone());
+                        tracing::info!(controller = name, "starting controller");
+                        start(ctx, token.clone()).await
+                    }
+                    Err(e) => Err(e),
+                };
+                if token.is_cancelled() {
+                    return;
+                }
+                match outcome {
+                    Ok(()) => tracing::warn!(controller = name, "controller returned; restarting"),
+                    Err(e) => tracing::error!(controller = name, error = %format!("{e:#}"), "controller failed; restarting"),
+                }
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                }
+            }
+        });
+    }
+    token.cancelled().await;
+    while tasks.join_next().await.is_some() {}
 }
 
 #[cfg(test)]

@@ -200,6 +200,8 @@ impl ServerProcess {
         "--nodes=0",
         "--disable-scheduler",
         "--disable-controller-manager",
+        // No ServiceAccount controller creates `default` accounts on a bare server.
+        "--disable-admission-plugins=ServiceAccount",
     ];
 
     /// Starts a bare `capstan server` ([`ServerProcess::BARE`]) on a free port and waits until

@@ -37,6 +37,78 @@ pub struct StoreConfig {
     pub progress_notify_interval: Duration,
     /// How long a write waits to be committed before failing with a timeout.
     pub request_timeout: Duration,
+    /// URLs to accept peer (Raft) connections on (`--listen-peer-urls`). Empty: a member
+    /// of a multi-member cluster listens on its advertised peer URLs; a lone member does
+    /// not listen at all.
+    pub listen_peer_urls: Vec<String>,
+    /// The members of a new cluster (`--initial-cluster name=url,...`); empty: this member
+    /// alone. Only read on first start: a restart takes the membership from the data dir.
+    pub initial_cluster: Vec<InitialMember>,
+    /// `--initial-cluster-state`.
+    pub initial_cluster_state: ClusterState,
+    /// `--initial-cluster-token`: mixed into member and cluster ids so two clusters built
+    /// from the same URLs still have different ids.
+    pub initial_cluster_token: String,
+    /// TLS for `https://` peer URLs.
+    pub peer_tls: PeerTls,
+}
+
+/// One `name=url` group of `--initial-cluster` (a name may be given several URLs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitialMember {
+    /// Member name.
+    pub name: String,
+    /// Its peer URLs.
+    pub peer_urls: Vec<String>,
+}
+
+/// `--initial-cluster-state`: whether this member founds a cluster or joins one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClusterState {
+    /// Every member of `--initial-cluster` starts together and bootstraps the cluster.
+    #[default]
+    New,
+    /// This member joins a running cluster that already has it as a member
+    /// (`etcdctl member add`); it takes its configuration from the leader.
+    Existing,
+}
+
+/// Certificates for mutually authenticated TLS between members (etcd's `--peer-*` flags).
+#[derive(Debug, Clone, Default)]
+pub struct PeerTls {
+    /// This member's certificate, presented as server and as client (`--peer-cert-file`).
+    pub cert_file: Option<PathBuf>,
+    /// Its private key (`--peer-key-file`).
+    pub key_file: Option<PathBuf>,
+    /// CA bundle that peer certificates must chain to (`--peer-trusted-ca-file`).
+    pub trusted_ca_file: Option<PathBuf>,
+    /// Require and verify client certificates on incoming peer connections
+    /// (`--peer-client-cert-auth`).
+    pub client_cert_auth: bool,
+}
+
+/// Parses etcd's `--initial-cluster` syntax: `n1=http://a:2380,n2=http://b:2380`; a name
+/// repeated with another URL gets both.
+pub fn parse_initial_cluster(s: &str) -> Result<Vec<InitialMember>, String> {
+    let mut out: Vec<InitialMember> = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, url) = part
+            .split_once('=')
+            .ok_or_else(|| format!("--initial-cluster: {part:?} is not name=url"))?;
+        if name.is_empty() || !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(format!(
+                "--initial-cluster: {part:?} needs a name and an http:// or https:// URL"
+            ));
+        }
+        match out.iter_mut().find(|m| m.name == name) {
+            Some(m) => m.peer_urls.push(url.to_owned()),
+            None => out.push(InitialMember {
+                name: name.to_owned(),
+                peer_urls: vec![url.to_owned()],
+            }),
+        }
+    }
+    Ok(out)
 }
 
 impl StoreConfig {
@@ -57,6 +129,11 @@ impl StoreConfig {
             wal_segment_bytes: 64 * 1024 * 1024,
             progress_notify_interval: Duration::from_secs(600),
             request_timeout: Duration::from_secs(7),
+            listen_peer_urls: Vec::new(),
+            initial_cluster: Vec::new(),
+            initial_cluster_state: ClusterState::New,
+            initial_cluster_token: "etcd-cluster".into(),
+            peer_tls: PeerTls::default(),
         }
     }
 

@@ -48,6 +48,10 @@ pub enum StoreError {
     /// The request was not committed in time; it may or may not take effect.
     #[error("etcdserver: request timed out")]
     Timeout,
+    /// The leader changed while the request was in flight, so it may or may not take
+    /// effect (etcd's `ErrTimeoutDueToLeaderFail`).
+    #[error("etcdserver: request timed out, possibly due to previous leader failure")]
+    TimeoutDueToLeaderFail,
     /// The store is shutting down or its driver has stopped after a fatal error.
     #[error("etcdserver: server stopped")]
     Stopped,

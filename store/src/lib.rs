@@ -23,6 +23,7 @@ pub mod log;
 pub mod mvcc;
 pub mod node;
 pub mod server;
+pub mod transport;
 
 pub use config::StoreConfig;
 pub use error::{Result, StoreError};

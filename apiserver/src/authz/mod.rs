@@ -1,5 +1,6 @@
-//! Authorization as kube-apiserver does it with `--authorization-mode=RBAC`: the
-//! `system:masters` superuser short-circuit, then RBAC over an in-memory index of the
+//! Authorization as kube-apiserver does it with `--authorization-mode=Node,RBAC` (as
+//! kubeadm sets it up): the `system:masters` superuser short-circuit, then the node
+//! authorizer for kubelet identities ([`node`]), then RBAC over an in-memory index of the
 //! store's roles and bindings ([`index`]), then the public health and version paths (what
 //! upstream's `system:public-info-viewer` binding grants everyone, kept even before the
 //! bootstrap policy exists). [`bootstrap`] reconciles upstream's default policy into the
@@ -9,6 +10,7 @@
 pub mod bootstrap;
 pub mod escalation;
 pub mod index;
+pub mod node;
 pub mod rbac;
 
 use std::sync::Arc;
@@ -27,27 +29,69 @@ pub fn is_superuser(user: &UserInfo) -> bool {
     user.groups.iter().any(|g| g == MASTERS)
 }
 
-/// The server's authorizer chain: superuser → RBAC → public paths.
+/// The server's authorizer chain: superuser → Node → RBAC → public paths.
 pub struct Authz {
     index: Arc<Index>,
+    node: node::NodeAuthorizer,
     storage: Option<Storage>,
+    /// The revision both the RBAC index and the node graph have reached.
+    applied: tokio::sync::watch::Receiver<i64>,
+}
+
+/// Publishes the lower of two followers' revisions.
+fn lowest(
+    mut a: tokio::sync::watch::Receiver<i64>,
+    mut b: tokio::sync::watch::Receiver<i64>,
+) -> tokio::sync::watch::Receiver<i64> {
+    let (tx, rx) = tokio::sync::watch::channel((*a.borrow()).min(*b.borrow()));
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                r = a.changed() => if r.is_err() { return },
+                r = b.changed() => if r.is_err() { return },
+            }
+            let low = (*a.borrow_and_update()).min(*b.borrow_and_update());
+            if tx.send(low).is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 impl Authz {
-    /// The chain over the store's RBAC objects (starts the index's feeder).
+    /// The chain over the store's RBAC objects and pods (starts the index's and the node
+    /// graph's feeders).
     pub fn new(storage: Storage) -> Authz {
+        let index = Index::start(storage.clone());
+        let graph = node::Graph::start(storage.clone());
+        let applied = lowest(index.revision(), graph.revision());
         Authz {
-            index: Index::start(storage.clone()),
+            index,
+            node: node::NodeAuthorizer::new(graph),
             storage: Some(storage),
+            applied,
         }
     }
 
-    /// The chain over a fixed index (tests).
+    /// The chain over a fixed index and an empty node graph (tests).
     pub fn with_index(index: Arc<Index>) -> Authz {
+        let applied = index.revision();
         Authz {
             index,
+            node: node::NodeAuthorizer::new(node::Graph::empty()),
             storage: None,
+            applied,
         }
+    }
+}
+
+/// Upstream's union of reasons: every non-empty reason, one per line.
+fn join_reasons(a: &str, b: &str) -> String {
+    match (a.is_empty(), b.is_empty()) {
+        (true, _) => b.to_owned(),
+        (_, true) => a.to_owned(),
+        _ => format!("{a}\n{b}"),
     }
 }
 
@@ -59,6 +103,11 @@ impl Authorizer for Authz {
                 reason: String::new(),
             };
         }
+        let node = self.node.decide(user, info);
+        if let Some(outcome) = node.as_ref().filter(|o| o.decision != Decision::NoOpinion) {
+            return outcome.clone();
+        }
+        let node_reason = node.map(|o| o.reason).unwrap_or_default();
         let verdict = self.index.policy().authorize(user, info);
         if verdict.allowed {
             return Outcome {
@@ -66,6 +115,10 @@ impl Authorizer for Authz {
                 reason: verdict.reason,
             };
         }
+        let verdict = rbac::Verdict {
+            reason: join_reasons(&node_reason, &verdict.reason),
+            ..verdict
+        };
         if !info.is_resource && info.verb == "get" && pipeline::is_public(&info.path) {
             return Outcome {
                 decision: Decision::Allow,
@@ -98,10 +151,18 @@ impl Authorizer for Authz {
                 ..Rules::default()
             };
         }
-        let (rules, errors) = self.index.policy().rules_for(user, namespace);
+        let (rules, mut errors) = self.index.policy().rules_for(user, namespace);
+        // Upstream's node authorizer cannot list what a node may do.
+        let is_node = node::node_identity(user).is_some();
+        if is_node {
+            errors.insert(
+                0,
+                "node authorizer does not support user rule resolution".into(),
+            );
+        }
         Rules {
             rules,
-            incomplete: false,
+            incomplete: is_node,
             errors,
         }
     }
@@ -121,7 +182,7 @@ impl Authorizer for Authz {
         let storage = self.storage.as_ref()?;
         Some(SyncPoint {
             target: storage.current_revision(),
-            applied: self.index.revision(),
+            applied: self.applied.clone(),
         })
     }
 }

@@ -336,6 +336,16 @@ pub(super) async fn delete(
 ) -> Result<axum::response::Response> {
     let opts = DeleteOptions::parse(headers, body, q)?;
     opts.validate()?;
+    ctx.admission.admit(
+        crate::admission::Operation::Delete,
+        r.group,
+        r.plural,
+        namespace,
+        name,
+        dry_run(q),
+        None,
+        None,
+    )?;
     let outcome = delete_one(ctx, r, namespace, name, &opts, dry_run(q)).await?;
     Ok(match outcome {
         Outcome::Kept(obj) => {
@@ -349,6 +359,32 @@ pub(super) async fn delete(
         Outcome::Deleted(obj) if returns_deleted_object(r) => object_response(StatusCode::OK, obj),
         Outcome::Deleted(obj) => json_response(StatusCode::OK, &success_status(r, &obj)),
     })
+}
+
+/// Deletes one object with `options`, DeleteOptions as JSON (the `deleteOptions` of a
+/// policy/v1 Eviction); `resource_version` becomes the precondition when the options set
+/// none (the eviction REST's guard against racing a pod becoming ready).
+pub(super) async fn delete_with_options(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    options: Option<&Value>,
+    resource_version: Option<String>,
+    dry: bool,
+) -> Result<()> {
+    let body = match options.filter(|o| o.is_object()) {
+        Some(o) => serde_json::to_vec(o).map_err(|e| ApiError::Internal(e.to_string()))?,
+        None => Vec::new(),
+    };
+    let mut opts = DeleteOptions::parse(&HeaderMap::new(), &body, &Query::new())?;
+    if opts.precondition_rv.is_none() {
+        opts.precondition_rv = resource_version;
+    }
+    opts.validate()?;
+    delete_one(ctx, r, namespace, name, &opts, dry)
+        .await
+        .map(|_| ())
 }
 
 /// `Status` of Success naming what was deleted (upstream puts the resource in `kind`).

@@ -6,7 +6,9 @@
 mod apply;
 mod cached_list;
 mod delete;
+mod eviction;
 mod freshness;
+mod node_proxy;
 mod object;
 mod rbac_writes;
 mod review;
@@ -52,9 +54,16 @@ pub struct Ctx {
     pub service_range: service::ServiceRange,
     /// Decoded recent events per resource, shared by all watchers.
     pub watch_cache: crate::watch_cache::WatchCache,
+    /// The enabled admission plugins.
+    pub admission: crate::admission::Chain,
 }
 
 pub use service::ServiceRange;
+
+/// A random suffix for generated names (upstream's alphabet, five characters).
+pub(crate) fn generated_name_suffix() -> String {
+    object::name_suffix()
+}
 
 fn is_service(r: &ResourceInfo) -> bool {
     r.group.is_empty() && r.plural == "services"
@@ -71,7 +80,8 @@ fn parse_query(q: Option<&str>) -> Query {
     out
 }
 
-fn decode_component(s: &str) -> String {
+/// Percent-decodes one query component (`+` is a space).
+pub(crate) fn decode_component(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -160,7 +170,21 @@ fn object_response(code: StatusCode, obj: Map<String, Value>) -> Response {
 
 /// Entry point for `/api/...` and `/apis/...` resource requests.
 pub async fn dispatch(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
-    match serve(&ctx, req).await {
+    let admission = crate::admission::Request {
+        user: req
+            .extensions()
+            .get::<crate::pipeline::UserInfo>()
+            .cloned()
+            .unwrap_or_default(),
+        info: req
+            .extensions()
+            .get::<RequestInfo>()
+            .cloned()
+            .unwrap_or_else(|| {
+                RequestInfo::parse(req.method(), req.uri().path(), req.uri().query())
+            }),
+    };
+    match crate::admission::scope(admission, serve(&ctx, req)).await {
         Ok(resp) => resp,
         Err(err) => err.into_response(),
     }
@@ -309,8 +333,28 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
         ("token", "create") if r.kind == "ServiceAccount" => {
             let authn = parts.extensions.get::<Arc<crate::authn::Authenticator>>();
             let authn = authn.ok_or_else(|| ApiError::Internal("no authenticator".into()))?;
-            let req = Value::Object(object::decode(&parts.headers, &body)?);
+            let mut req = object::decode(&parts.headers, &body)?;
+            ctx.admission.admit(
+                crate::admission::Operation::Create,
+                r.group,
+                r.plural,
+                namespace,
+                &info.name,
+                dry_run(&query),
+                Some(&mut req),
+                None,
+            )?;
+            let req = Value::Object(req);
             crate::authn::token_request(&ctx.storage, authn, namespace, &info.name, &req).await
+        }
+        ("log", "get") | ("exec" | "attach" | "portforward", "get" | "create") | ("proxy", _)
+            if r.kind == "Pod" && r.subresource(&info.subresource).is_some() =>
+        {
+            node_proxy::pod(ctx, r, namespace, &info.name, &info.subresource, &query).await
+        }
+        ("proxy", _) if r.kind == "Node" => node_proxy::node(ctx, r, &info.name).await,
+        ("eviction", "create") if r.subresource("eviction").is_some() => {
+            eviction::evict(ctx, r, namespace, &info.name, &parts.headers, &body, &query).await
         }
         ("binding", "create") if r.subresource("binding").is_some() => {
             subresources::bind(ctx, r, namespace, &info.name, &parts.headers, &body, &query).await
@@ -697,10 +741,49 @@ async fn create(
     // with its defaults (e.g. PVC status.phase).
     crate::defaults::apply(r, &mut obj);
     crate::apply::record_update(r, &mut obj, &Map::new(), q, headers);
-    object::validate(r, &obj, true, None)?;
     if r.namespaced {
         check_namespace(ctx, namespace).await?;
     }
+    ctx.admission
+        .settle(
+            crate::admission::Operation::Create,
+            r.group,
+            r.plural,
+            namespace,
+            &obj,
+        )
+        .await;
+    ctx.admission.admit(
+        crate::admission::Operation::Create,
+        r.group,
+        r.plural,
+        namespace,
+        "",
+        dry_run(q),
+        Some(&mut obj),
+        None,
+    )?;
+    object::validate(r, &obj, true, None)?;
+    ctx.admission.validate(
+        crate::admission::Operation::Create,
+        r.group,
+        r.plural,
+        namespace,
+        "",
+        dry_run(q),
+        Some(&obj),
+        None,
+    )?;
+    ctx.admission
+        .charge(
+            crate::admission::Operation::Create,
+            r.group,
+            r.plural,
+            namespace,
+            dry_run(q),
+            &obj,
+        )
+        .await?;
     let name = object::meta_str(&obj, "name").to_owned();
     if dry_run(q) {
         return Ok(with_warnings(
@@ -851,7 +934,27 @@ async fn store_update(
         object::prepare_for_update(r, &mut new, old);
         scope.carry_over(r, &mut new, old);
     }
+    ctx.admission.admit(
+        crate::admission::Operation::Update,
+        r.group,
+        r.plural,
+        namespace,
+        name,
+        dry_run(q),
+        Some(&mut new),
+        Some(old),
+    )?;
     object::validate(r, &new, scope != Scope::Status, Some(old))?;
+    ctx.admission.validate(
+        crate::admission::Operation::Update,
+        r.group,
+        r.plural,
+        namespace,
+        name,
+        dry_run(q),
+        Some(&new),
+        Some(old),
+    )?;
     if dry_run(q) {
         if let Some(m) = object::meta(&mut new) {
             m.insert("resourceVersion".into(), json!(expected.to_string()));
@@ -1053,6 +1156,7 @@ pub async fn bootstrap(ctx: &Ctx) -> Result<()> {
     crate::authz::bootstrap::reconcile(&ctx.storage)
         .await
         .map_err(storage_error)?;
+    crate::admission::priority::bootstrap(&ctx.storage).await?;
     bootstrap_kubernetes_service(ctx).await
 }
 

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::patch::schema::{self, FieldMeta};
 
 /// The Go type (`apps/v1.DeploymentSpec`) of a schema name (`io.k8s.api.apps.v1.DeploymentSpec`).
-fn go_type(schema_name: &str) -> Option<String> {
+pub(crate) fn go_type(schema_name: &str) -> Option<String> {
     let (package, ty) = if let Some(rest) = schema_name.strip_prefix("io.k8s.api.") {
         let (package, ty) = rest.rsplit_once('.')?;
         (package.replacen('.', "/", 1), ty)

@@ -11,9 +11,11 @@
 //! stale one with a 301 to the current URL.
 //!
 //! Module map: `kinds` (kind → k8s-openapi type), `schemas` (`components.schemas`),
-//! `extensions` (the `x-kubernetes-*` patch/list/map extensions), `paths`
+//! `extensions` (the `x-kubernetes-*` patch/list/map extensions), `enums` (`enum` values of
+//! `+enum` string fields), `paths`
 //! (operations), `v2` (the Swagger 2.0 conversion).
 
+mod enums;
 mod extensions;
 mod kinds;
 mod paths;

@@ -80,6 +80,7 @@ pub(crate) fn generate(kinds: &[KindType]) -> Definitions {
     generator.subschema_for::<meta::ListMeta>();
     let mut schemas = generator.take_definitions(true);
     super::extensions::add(&mut schemas);
+    super::enums::add(&mut schemas);
     let list_meta = meta::ListMeta::schema_name();
 
     for k in kinds {

@@ -16,7 +16,18 @@ use std::collections::HashMap;
 use catalog::{KindClass, ResourceInfo};
 
 /// Subresources the generic handlers implement; discovery lists only these.
-pub const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "binding", "finalize", "token"];
+pub const SERVED_SUBRESOURCES: &[&str] = &[
+    "status",
+    "scale",
+    "binding",
+    "finalize",
+    "token",
+    "eviction",
+    "log",
+    "exec",
+    "attach",
+    "portforward",
+];
 
 /// The resources being served.
 #[derive(Debug)]

@@ -1,4 +1,5 @@
-//! Cluster service: MemberList. Membership changes arrive with multi-member clusters.
+//! Cluster service: MemberList (the real membership); membership changes are not yet
+//! supported.
 
 use std::sync::Arc;
 
@@ -19,14 +20,35 @@ impl ClusterService {
         ClusterService { shared }
     }
 
+    /// Every member: this one as configured, the others with the name and client URLs
+    /// they announced when they last connected (empty before that, as etcd shows a member
+    /// that has not started yet).
     fn members(&self) -> Vec<pb::PbMember> {
-        vec![pb::PbMember {
-            id: self.shared.node.ids().member_id,
-            name: self.shared.name.clone(),
-            peer_ur_ls: self.shared.peer_urls.clone(),
-            client_ur_ls: self.shared.client_urls.clone(),
-            is_learner: false,
-        }]
+        let me = self.shared.node.ids().member_id;
+        self.shared
+            .node
+            .membership()
+            .list()
+            .into_iter()
+            .map(|m| {
+                let mine = m.id == me;
+                pb::PbMember {
+                    id: m.id,
+                    name: if mine {
+                        self.shared.name.clone()
+                    } else {
+                        m.name
+                    },
+                    peer_ur_ls: m.peer_urls,
+                    client_ur_ls: if mine {
+                        self.shared.client_urls.clone()
+                    } else {
+                        m.client_urls
+                    },
+                    is_learner: false,
+                }
+            })
+            .collect()
     }
 }
 
@@ -36,21 +58,21 @@ impl pb::PbClusterService for ClusterService {
         &self,
         _request: Request<pb::PbMemberAddRequest>,
     ) -> Result<Response<pb::PbMemberAddResponse>, Status> {
-        Err(unsupported("Cluster.MemberAdd on a single-member store"))
+        Err(unsupported("Cluster.MemberAdd"))
     }
 
     async fn member_remove(
         &self,
         _request: Request<pb::PbMemberRemoveRequest>,
     ) -> Result<Response<pb::PbMemberRemoveResponse>, Status> {
-        Err(unsupported("Cluster.MemberRemove on a single-member store"))
+        Err(unsupported("Cluster.MemberRemove"))
     }
 
     async fn member_update(
         &self,
         _request: Request<pb::PbMemberUpdateRequest>,
     ) -> Result<Response<pb::PbMemberUpdateResponse>, Status> {
-        Err(unsupported("Cluster.MemberUpdate on a single-member store"))
+        Err(unsupported("Cluster.MemberUpdate"))
     }
 
     async fn member_list(
@@ -67,8 +89,6 @@ impl pb::PbClusterService for ClusterService {
         &self,
         _request: Request<pb::PbMemberPromoteRequest>,
     ) -> Result<Response<pb::PbMemberPromoteResponse>, Status> {
-        Err(unsupported(
-            "Cluster.MemberPromote on a single-member store",
-        ))
+        Err(unsupported("Cluster.MemberPromote"))
     }
 }

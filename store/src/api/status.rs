@@ -19,7 +19,10 @@ pub fn to_status(err: &StoreError) -> Status {
         | StoreError::InvalidArgument(_) => Code::InvalidArgument,
         StoreError::LeaseNotFound => Code::NotFound,
         StoreError::LeaseExists => Code::FailedPrecondition,
-        StoreError::NoLeader | StoreError::Timeout | StoreError::Stopped => Code::Unavailable,
+        StoreError::NoLeader
+        | StoreError::Timeout
+        | StoreError::TimeoutDueToLeaderFail
+        | StoreError::Stopped => Code::Unavailable,
         StoreError::Io { .. } | StoreError::Corrupt { .. } | StoreError::Raft(_) => {
             tracing::error!(%err, "internal store error");
             Code::Internal

@@ -74,6 +74,12 @@ pub(super) struct Driver {
     last_snapshot: u64,
     /// Completion of the snapshot being written by the helper thread, if any.
     snapshot_in_flight: Option<mpsc::Receiver<Result<(SnapshotMetadata, Duration)>>>,
+    /// Raft election timeout (bounds a leadership transfer on shutdown).
+    election_timeout: Duration,
+    /// The leader the last soft state named.
+    known_leader: u64,
+    /// Set when asked to stop while leading: stop once leadership moved or at this time.
+    stopping: Option<Instant>,
 }
 
 impl Driver {
@@ -141,6 +147,9 @@ impl Driver {
             applied: snapshot_index,
             last_snapshot: snapshot_index,
             snapshot_in_flight: None,
+            election_timeout: cfg.election_timeout,
+            stopping: None,
+            known_leader: raft::INVALID_ID,
         })
     }
 
@@ -188,7 +197,45 @@ impl Driver {
             self.send_reads();
             self.on_ready()?;
             self.maybe_snapshot()?;
+            if let Some(deadline) = self.stopping
+                && (self.raw.raft.state != StateRole::Leader || Instant::now() >= deadline)
+            {
+                tracing::info!(
+                    leader = format_args!("{:016x}", self.raw.raft.leader_id),
+                    "stopping after leadership transfer"
+                );
+                return Ok(());
+            }
         }
+    }
+
+    /// On a graceful stop, a leader with followers hands leadership to the follower whose
+    /// log matches its own furthest (etcd's `TransferLeadership` on shutdown). Returns
+    /// whether a transfer was started (then the driver keeps running until it completes).
+    fn start_transfer(&mut self) -> bool {
+        if self.stopping.is_some() || self.raw.raft.state != StateRole::Leader {
+            return false;
+        }
+        let me = self.ids.member_id;
+        let voters = self.raw.store().initial_state_voters();
+        let target = self
+            .raw
+            .raft
+            .prs()
+            .iter()
+            .filter(|(id, pr)| **id != me && voters.contains(id) && pr.recent_active)
+            .max_by_key(|(_, pr)| pr.matched)
+            .map(|(id, _)| *id);
+        let Some(target) = target else {
+            return false;
+        };
+        tracing::info!(
+            transferee = format_args!("{target:016x}"),
+            "transferring leadership before stopping"
+        );
+        self.raw.transfer_leader(target);
+        self.stopping = Some(Instant::now() + self.election_timeout);
+        true
     }
 
     fn has_leader(&self) -> bool {
@@ -206,7 +253,29 @@ impl Driver {
                 }
             }
             Request::ReadIndex { reply } => self.queued_reads.push((Instant::now(), reply)),
-            Request::Stop => return Ok(false),
+            Request::Step(msgs) => {
+                for m in msgs {
+                    let (from, kind) = (m.from, m.get_msg_type());
+                    if let Err(err) = self.raw.step(m) {
+                        tracing::debug!(
+                            from = format_args!("{from:016x}"),
+                            ?kind,
+                            %err,
+                            "raft message not stepped"
+                        );
+                    }
+                }
+            }
+            Request::Unreachable(id) => self.raw.report_unreachable(id),
+            Request::SnapshotStatus { to, ok } => {
+                let status = if ok {
+                    raft::SnapshotStatus::Finish
+                } else {
+                    raft::SnapshotStatus::Failure
+                };
+                self.raw.report_snapshot(to, status);
+            }
+            Request::Stop => return Ok(self.start_transfer()),
         }
         Ok(true)
     }
@@ -369,6 +438,19 @@ impl Driver {
         self.on_read_states(read_states);
         self.answer_reads();
         if let Some((leader, role)) = role_changed {
+            if leader != self.known_leader && !self.pending.is_empty() {
+                // Proposals sent while following the old leader may have died with it
+                // (raft-rs forwards a follower's proposal and forgets it). Answer them now,
+                // as possibly applied, so clients retry instead of waiting out their timeout.
+                tracing::info!(
+                    count = self.pending.len(),
+                    "leader changed: failing in-flight proposals as indeterminate"
+                );
+                for (_, reply) in self.pending.drain() {
+                    let _ = reply.send(Err(StoreError::TimeoutDueToLeaderFail));
+                }
+            }
+            self.known_leader = leader;
             tracing::info!(
                 leader = format_args!("{leader:016x}"),
                 ?role,
@@ -397,6 +479,13 @@ impl Driver {
         self.applied = snap.get_metadata().index;
         self.last_snapshot = self.applied;
         self.rev_tx.send_replace(revision);
+        tracing::info!(
+            index = self.applied,
+            term = snap.get_metadata().term,
+            revision,
+            bytes = snap.data.len(),
+            "restored state machine from a snapshot sent by the leader"
+        );
         Ok(())
     }
 

@@ -1,10 +1,22 @@
-//! Member identity: this member's Raft id and its cluster's id, chosen once and kept in
-//! `member/id` so they never change (Raft node ids must never be reused).
+//! Member identity and membership: this member's Raft id and its cluster's id, chosen once
+//! and kept in `member/id` so they never change (Raft node ids must never be reused), and the
+//! cluster's members (`member/members`), written on first start from `--initial-cluster`.
+//!
+//! Ids of a cluster built with `--initial-cluster` are derived the way etcd derives them, so
+//! every member computes the same ids without talking to the others: a member's id is the
+//! first 8 bytes (big-endian) of a hash of its sorted peer URLs concatenated with the cluster
+//! token, and the cluster id the first 8 bytes of a hash of the sorted member ids. etcd hashes
+//! with SHA-1; Capstan uses SHA-256 (already a dependency), so the numbers differ from etcd's
+//! but have the same properties. A lone member started without `--initial-cluster` keeps the
+//! ids earlier versions gave it.
 
 use std::fs;
 use std::path::Path;
+use std::sync::{Arc, PoisonError, RwLock};
 
-use crate::config::StoreConfig;
+use sha2::Digest as _;
+
+use crate::config::{ClusterState, StoreConfig};
 use crate::error::{Result, StoreError};
 
 /// Ids that identify this member and its cluster on the wire.
@@ -29,37 +41,273 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
     h.max(1)
 }
 
-/// Loads the ids from `member/id`, or derives them (as etcd does, from the member's name
-/// and peer URLs) and saves them on first start.
-pub fn load_or_create(cfg: &StoreConfig) -> Result<MemberIds> {
+/// One member of the cluster, as `member list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberInfo {
+    /// Raft id / etcd member id.
+    pub id: u64,
+    /// Name (empty until the member has introduced itself, as in etcd).
+    pub name: String,
+    /// URLs its peers reach it on.
+    pub peer_urls: Vec<String>,
+    /// URLs clients reach it on (learned when it connects; empty before).
+    pub client_urls: Vec<String>,
+}
+
+/// The cluster's members, shared by the driver, the transport and the API. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Membership {
+    inner: Arc<RwLock<Vec<MemberInfo>>>,
+}
+
+impl Membership {
+    /// A membership holding `members`.
+    pub fn new(members: Vec<MemberInfo>) -> Self {
+        Membership {
+            inner: Arc::new(RwLock::new(members)),
+        }
+    }
+
+    /// Every member, in id order.
+    pub fn list(&self) -> Vec<MemberInfo> {
+        let mut v = self
+            .inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        v.sort_by_key(|m| m.id);
+        v
+    }
+
+    /// One member by id.
+    pub fn get(&self, id: u64) -> Option<MemberInfo> {
+        self.inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|m| m.id == id)
+            .cloned()
+    }
+
+    /// Records the name and client URLs a member announced when it connected.
+    pub fn set_attributes(&self, id: u64, name: &str, client_urls: &[String]) {
+        let mut members = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(m) = members.iter_mut().find(|m| m.id == id) {
+            if !name.is_empty() {
+                m.name = name.to_owned();
+            }
+            if !client_urls.is_empty() {
+                m.client_urls = client_urls.to_vec();
+            }
+        }
+    }
+}
+
+/// What [`load_or_create`] found or made.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// This member's and its cluster's ids.
+    pub ids: MemberIds,
+    /// Every member of the cluster as first configured (this one included).
+    pub members: Vec<MemberInfo>,
+    /// Voters of a brand-new log: every member of a new cluster; none for a member joining
+    /// an existing cluster (it learns the configuration from the leader).
+    pub initial_voters: Vec<u64>,
+}
+
+/// An etcd-style member id: hash of the sorted peer URLs and the cluster token.
+pub fn compute_member_id(peer_urls: &[String], token: &str) -> u64 {
+    let mut urls = peer_urls.to_vec();
+    urls.sort();
+    let mut h = sha2::Sha256::new();
+    h.update(urls.concat().as_bytes());
+    h.update(token.as_bytes());
+    first_u64(&h.finalize())
+}
+
+/// An etcd-style cluster id: hash of the sorted member ids.
+pub fn compute_cluster_id(member_ids: &[u64]) -> u64 {
+    let mut ids = member_ids.to_vec();
+    ids.sort_unstable();
+    let mut h = sha2::Sha256::new();
+    for id in ids {
+        h.update(id.to_be_bytes());
+    }
+    first_u64(&h.finalize())
+}
+
+fn first_u64(digest: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(b).max(1)
+}
+
+/// Loads the ids and members from `member/`, or derives them and saves them on first start.
+/// A restart ignores `--initial-cluster` (as etcd does): the data directory decides.
+pub fn load_or_create(cfg: &StoreConfig) -> Result<Identity> {
     let dir = cfg.data_dir.join("member");
     fs::create_dir_all(&dir).map_err(StoreError::io("creating data directory", &dir))?;
     let path = dir.join("id");
+    let members_path = dir.join("members");
     match fs::read_to_string(&path) {
-        Ok(text) => parse(&text).ok_or_else(|| StoreError::Corrupt {
-            path: path.clone(),
-            reason: "expected 'member <hex>' and 'cluster <hex>' lines".into(),
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let urls = cfg.initial_advertise_peer_urls.join(",");
-            let member_id = fnv1a(&[cfg.name.as_bytes(), urls.as_bytes()]);
-            let cluster_id = fnv1a(&[b"capstan-cluster", &member_id.to_be_bytes()]);
-            let ids = MemberIds {
-                member_id,
-                cluster_id,
+        Ok(text) => {
+            let ids = parse(&text).ok_or_else(|| StoreError::Corrupt {
+                path: path.clone(),
+                reason: "expected 'member <hex>' and 'cluster <hex>' lines".into(),
+            })?;
+            let members = match fs::read_to_string(&members_path) {
+                Ok(text) => parse_members(&text).ok_or_else(|| StoreError::Corrupt {
+                    path: members_path.clone(),
+                    reason: "expected '<hex id>\\t<name>\\t<peer urls>' lines".into(),
+                })?,
+                // Written by a version that only knew lone members.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    vec![lone_member(cfg, ids.member_id)]
+                }
+                Err(e) => return Err(StoreError::io("reading members", &members_path)(e)),
             };
-            let tmp = dir.join("id.tmp");
-            let text = format!("member {member_id:016x}\ncluster {cluster_id:016x}\n");
-            fs::write(&tmp, text).map_err(StoreError::io("writing member id", &tmp))?;
-            fs::File::open(&tmp)
-                .and_then(|f| f.sync_all())
-                .map_err(StoreError::io("syncing member id", &tmp))?;
-            fs::rename(&tmp, &path).map_err(StoreError::io("writing member id", &path))?;
-            crate::log::wal::sync_dir(&dir)?;
-            Ok(ids)
+            Ok(Identity {
+                ids,
+                initial_voters: vec![ids.member_id],
+                members,
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let identity = derive(cfg)?;
+            let ids = identity.ids;
+            // The members file first: the id file is what marks the directory initialised.
+            write_synced(&dir, "members", &format_members(&identity.members))?;
+            let text = format!(
+                "member {:016x}\ncluster {:016x}\n",
+                ids.member_id, ids.cluster_id
+            );
+            write_synced(&dir, "id", &text)?;
+            Ok(identity)
         }
         Err(e) => Err(StoreError::io("reading member id", &path)(e)),
     }
+}
+
+fn lone_member(cfg: &StoreConfig, id: u64) -> MemberInfo {
+    MemberInfo {
+        id,
+        name: cfg.name.clone(),
+        peer_urls: cfg.initial_advertise_peer_urls.clone(),
+        client_urls: cfg.client_urls().to_vec(),
+    }
+}
+
+/// First start: ids of a lone member, or of every member of `--initial-cluster`.
+fn derive(cfg: &StoreConfig) -> Result<Identity> {
+    if cfg.initial_cluster.is_empty() {
+        let urls = cfg.initial_advertise_peer_urls.join(",");
+        let member_id = fnv1a(&[cfg.name.as_bytes(), urls.as_bytes()]);
+        let cluster_id = fnv1a(&[b"capstan-cluster", &member_id.to_be_bytes()]);
+        return Ok(Identity {
+            ids: MemberIds {
+                member_id,
+                cluster_id,
+            },
+            members: vec![lone_member(cfg, member_id)],
+            initial_voters: vec![member_id],
+        });
+    }
+    let invalid = |why: String| StoreError::InvalidArgument(why);
+    let mut members: Vec<MemberInfo> = Vec::new();
+    for m in &cfg.initial_cluster {
+        let id = compute_member_id(&m.peer_urls, &cfg.initial_cluster_token);
+        if let Some(other) = members.iter().find(|o| o.id == id) {
+            return Err(invalid(format!(
+                "--initial-cluster: members {:?} and {:?} have the same peer URLs",
+                other.name, m.name
+            )));
+        }
+        members.push(MemberInfo {
+            id,
+            name: m.name.clone(),
+            peer_urls: m.peer_urls.clone(),
+            client_urls: Vec::new(),
+        });
+    }
+    let me = members
+        .iter_mut()
+        .find(|m| m.name == cfg.name)
+        .ok_or_else(|| {
+            invalid(format!(
+                "couldn't find local name {:?} in the initial cluster configuration",
+                cfg.name
+            ))
+        })?;
+    let mut mine = me.peer_urls.clone();
+    let mut advertised = cfg.initial_advertise_peer_urls.clone();
+    mine.sort();
+    advertised.sort();
+    if mine != advertised {
+        return Err(invalid(format!(
+            "--initial-cluster has {}={} but missing from --initial-advertise-peer-urls={} \
+             (the URLs must be the same)",
+            cfg.name,
+            mine.join(","),
+            advertised.join(",")
+        )));
+    }
+    me.client_urls = cfg.client_urls().to_vec();
+    let member_id = me.id;
+    let all: Vec<u64> = members.iter().map(|m| m.id).collect();
+    let cluster_id = compute_cluster_id(&all);
+    let initial_voters = match cfg.initial_cluster_state {
+        ClusterState::New => all,
+        ClusterState::Existing => Vec::new(),
+    };
+    Ok(Identity {
+        ids: MemberIds {
+            member_id,
+            cluster_id,
+        },
+        members,
+        initial_voters,
+    })
+}
+
+fn write_synced(dir: &Path, name: &str, text: &str) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    fs::write(&tmp, text).map_err(StoreError::io("writing member identity", &tmp))?;
+    fs::File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(StoreError::io("syncing member identity", &tmp))?;
+    fs::rename(&tmp, &path).map_err(StoreError::io("writing member identity", &path))?;
+    crate::log::wal::sync_dir(dir)
+}
+
+fn format_members(members: &[MemberInfo]) -> String {
+    members
+        .iter()
+        .map(|m| format!("{:016x}\t{}\t{}\n", m.id, m.name, m.peer_urls.join(",")))
+        .collect()
+}
+
+fn parse_members(text: &str) -> Option<Vec<MemberInfo>> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let mut parts = line.splitn(3, '\t');
+            let id = u64::from_str_radix(parts.next()?, 16).ok()?;
+            let name = parts.next()?.to_owned();
+            let peer_urls = parts
+                .next()?
+                .split(',')
+                .filter(|u| !u.is_empty())
+                .map(str::to_owned)
+                .collect();
+            Some(MemberInfo {
+                id,
+                name,
+                peer_urls,
+                client_urls: Vec::new(),
+            })
+        })
+        .collect()
 }
 
 fn parse(text: &str) -> Option<MemberIds> {
@@ -91,4 +339,70 @@ pub fn probe_writable(dir: &Path) -> Result<()> {
     });
     let _ = fs::remove_file(&probe);
     res.map_err(StoreError::io("writing to data directory", dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_initial_cluster;
+
+    fn cfg(dir: &Path, name: &str) -> StoreConfig {
+        let mut c = StoreConfig::new(name, dir);
+        c.initial_cluster =
+            parse_initial_cluster("a=http://127.0.0.1:1,b=http://127.0.0.1:2,c=http://127.0.0.1:3")
+                .unwrap();
+        c.initial_advertise_peer_urls = c
+            .initial_cluster
+            .iter()
+            .find(|m| m.name == name)
+            .unwrap()
+            .peer_urls
+            .clone();
+        c
+    }
+
+    #[test]
+    fn every_member_derives_the_same_ids_and_restart_keeps_them() {
+        let d = tempfile::tempdir().unwrap();
+        let a = load_or_create(&cfg(&d.path().join("a"), "a")).unwrap();
+        let b = load_or_create(&cfg(&d.path().join("b"), "b")).unwrap();
+        assert_eq!(a.ids.cluster_id, b.ids.cluster_id);
+        assert_ne!(a.ids.member_id, b.ids.member_id);
+        assert_eq!(a.initial_voters.len(), 3);
+        assert_eq!(a.members, {
+            let mut m = b.members;
+            for x in &mut m {
+                x.client_urls = a
+                    .members
+                    .iter()
+                    .find(|y| y.id == x.id)
+                    .unwrap()
+                    .client_urls
+                    .clone();
+            }
+            m
+        });
+        // A restart with a different --initial-cluster keeps what is on disk.
+        let mut other = cfg(&d.path().join("a"), "a");
+        other.initial_cluster_token = "different".into();
+        let again = load_or_create(&other).unwrap();
+        assert_eq!(again.ids, a.ids);
+        assert_eq!(again.members.len(), 3);
+        // Another token gives other ids.
+        let mut fresh = cfg(&d.path().join("z"), "a");
+        fresh.initial_cluster_token = "different".into();
+        assert_ne!(
+            load_or_create(&fresh).unwrap().ids.member_id,
+            a.ids.member_id
+        );
+    }
+
+    #[test]
+    fn a_name_missing_from_the_initial_cluster_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let mut c = cfg(d.path(), "a");
+        c.name = "q".into();
+        let err = load_or_create(&c).unwrap_err().to_string();
+        assert!(err.contains("couldn't find local name"), "{err}");
+    }
 }

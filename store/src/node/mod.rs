@@ -23,7 +23,7 @@ use crate::error::{Result, StoreError};
 use crate::lease::Lessor;
 use crate::log::LogStore;
 use crate::mvcc::Mvcc;
-pub use member::MemberIds;
+pub use member::{MemberIds, MemberInfo, Membership};
 
 /// A point-in-time view of this member's Raft state, for Status and metrics.
 #[derive(Debug, Clone, Copy, Default)]
@@ -51,6 +51,16 @@ pub(crate) enum Request {
     ReadIndex {
         reply: oneshot::Sender<Result<()>>,
     },
+    /// Raft messages from a peer (one received batch).
+    Step(Vec<raft::eraftpb::Message>),
+    /// The transport could not deliver to this peer.
+    Unreachable(u64),
+    /// Outcome of streaming a snapshot to a peer.
+    SnapshotStatus {
+        to: u64,
+        ok: bool,
+    },
+    /// Stop; a leader first hands leadership to a caught-up follower.
     Stop,
 }
 
@@ -63,6 +73,7 @@ pub struct Node {
     status: Arc<Mutex<NodeStatus>>,
     lessor: Arc<Lessor>,
     ids: MemberIds,
+    membership: Membership,
     request_timeout: Duration,
     max_request_bytes: usize,
 }
@@ -87,15 +98,20 @@ impl DriverHandle {
 impl Node {
     /// Opens the member's data (replaying the WAL onto the newest snapshot) and starts the
     /// driver thread. Fails with a clear error when the data directory is unusable.
+    ///
+    /// A member of a multi-member cluster (or one given `--listen-peer-urls`) also starts the
+    /// peer transport, which needs a tokio runtime: call this from within one.
     pub fn start(cfg: &StoreConfig) -> Result<(Node, DriverHandle)> {
         member::probe_writable(&cfg.data_dir)?;
-        let ids = member::load_or_create(cfg)?;
+        let identity = member::load_or_create(cfg)?;
+        let ids = identity.ids;
+        let membership = Membership::new(identity.members.clone());
         let started = std::time::Instant::now();
         let opened = LogStore::open(
             &cfg.wal_dir(),
             &cfg.snap_dir(),
             cfg.wal_segment_bytes,
-            &[ids.member_id],
+            &identity.initial_voters,
         )?;
         let mvcc = if opened.snapshot.data.is_empty() {
             Mvcc::default()
@@ -114,6 +130,28 @@ impl Node {
         let mvcc = Arc::new(RwLock::new(mvcc));
         let status = Arc::new(Mutex::new(NodeStatus::default()));
         let (tx, rx) = mpsc::channel();
+        let transport: Box<dyn transport::Transport> =
+            if identity.members.len() > 1 || !cfg.listen_peer_urls.is_empty() {
+                let listen = if cfg.listen_peer_urls.is_empty() {
+                    membership
+                        .get(ids.member_id)
+                        .map(|m| m.peer_urls)
+                        .unwrap_or_default()
+                } else {
+                    cfg.listen_peer_urls.clone()
+                };
+                Box::new(crate::transport::PeerTransport::start(
+                    ids,
+                    cfg.name.clone(),
+                    cfg.client_urls().to_vec(),
+                    &listen,
+                    membership.clone(),
+                    crate::transport::PeerTlsConfig::load(&cfg.peer_tls)?,
+                    tx.clone(),
+                )?)
+            } else {
+                Box::new(transport::NoPeers)
+            };
         let driver = driver::Driver::new(
             cfg,
             ids,
@@ -122,7 +160,7 @@ impl Node {
             Arc::clone(&mvcc),
             rev_tx,
             Arc::clone(&status),
-            Box::new(transport::NoPeers),
+            transport,
         )?;
         let thread = std::thread::Builder::new()
             .name("raft-driver".into())
@@ -135,6 +173,7 @@ impl Node {
             status,
             lessor: Arc::new(Lessor::default()),
             ids,
+            membership,
             request_timeout: cfg.request_timeout,
             max_request_bytes: cfg.max_request_bytes,
         };
@@ -188,6 +227,11 @@ impl Node {
         self.ids
     }
 
+    /// The cluster's members.
+    pub fn membership(&self) -> &Membership {
+        &self.membership
+    }
+
     /// The lessor (lease deadlines on this member).
     pub fn lessor(&self) -> &Lessor {
         &self.lessor
@@ -198,7 +242,9 @@ impl Node {
         self.max_request_bytes
     }
 
-    /// Asks the driver to stop after the current cycle.
+    /// Asks the driver to stop. A leader of a multi-member cluster first transfers
+    /// leadership to its most up-to-date follower (for at most an election timeout), so the
+    /// cluster does not wait an election timeout for a new leader.
     pub fn stop(&self) {
         let _ = self.tx.send(Request::Stop);
     }

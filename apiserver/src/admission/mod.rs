@@ -1,0 +1,527 @@
+//! Admission (tier 2a of the pipeline): built-in plugins that see the decoded object of a
+//! create, update or delete, as upstream's `k8s.io/apiserver/pkg/admission` chain does.
+//!
+//! Mutating plugins ([`MutatingAdmission`]) run after decoding and defaulting, before object
+//! validation; validating plugins ([`ValidatingAdmission`]) run after validation, before
+//! storage. Both run in upstream's plugin order (`AllOrderedPlugins`), and for dry-run
+//! requests too (plugins with side effects must look at [`Attributes::dry_run`]). The
+//! enabled set is upstream's default plus `NodeRestriction` (as kubeadm enables it),
+//! changed by `--enable-admission-plugins` / `--disable-admission-plugins`.
+//!
+//! The handlers run the chain through [`Chain::admit`] and [`Chain::validate`]; who asks
+//! (the user) and what for (the request info) come from the request scope set by
+//! [`scope`] around each resource request.
+
+pub mod default_toleration_seconds;
+pub mod limit_ranger;
+pub mod node_restriction;
+pub mod priority;
+pub mod resource_quota;
+pub mod service_account;
+
+use std::future::Future;
+
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, GroupResource, Result};
+use crate::pipeline::UserInfo;
+use crate::request_info::RequestInfo;
+use crate::storage::Storage;
+
+/// What a request does to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// A create (POST), including subresource creates such as `pods/eviction`.
+    Create,
+    /// An update or patch.
+    Update,
+    /// A delete.
+    Delete,
+}
+
+impl Operation {
+    /// Upstream's name (`CREATE`, `UPDATE`, `DELETE`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+        }
+    }
+}
+
+/// What a plugin is asked about (upstream's `admission.Attributes`).
+#[derive(Debug, Clone, Copy)]
+pub struct Attributes<'a> {
+    /// The operation.
+    pub operation: Operation,
+    /// API group of the resource (`""` for core).
+    pub group: &'a str,
+    /// Plural resource name.
+    pub resource: &'a str,
+    /// Subresource (`""`, `status`, `eviction`, …).
+    pub subresource: &'a str,
+    /// Namespace (`""` for cluster-scoped objects).
+    pub namespace: &'a str,
+    /// Object name from the URL (`""` on create).
+    pub name: &'a str,
+    /// Who asks.
+    pub user: &'a UserInfo,
+    /// Whether the request is a dry run (plugins must not have side effects then).
+    pub dry_run: bool,
+}
+
+impl Attributes<'_> {
+    /// Whether this is about core/v1 `resource` (any subresource).
+    pub fn is_core(&self, resource: &str) -> bool {
+        self.group.is_empty() && self.resource == resource
+    }
+}
+
+/// Upstream's `admission.NewForbidden`: `<resource> "<name>" is forbidden: <why>`, the
+/// name taken from the object (its generateName before a name is generated; `Unknown`
+/// without an object).
+pub fn forbidden(
+    attrs: &Attributes<'_>,
+    obj: Option<&Map<String, Value>>,
+    why: impl std::fmt::Display,
+) -> ApiError {
+    let meta = obj.and_then(|o| o.get("metadata"));
+    let field = |f: &str| {
+        meta.and_then(|m| m.get(f))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let name = [field("name"), field("generateName")]
+        .into_iter()
+        .find(|n| !n.is_empty())
+        .unwrap_or_else(|| "Unknown".to_owned());
+    let resource = GroupResource::new(attrs.group, attrs.resource);
+    ApiError::Forbidden {
+        message: format!("{resource} \"{name}\" is forbidden: {why}"),
+        resource,
+        name,
+    }
+}
+
+/// What plugins may read: the store's local (cached) state, as upstream's plugins read
+/// informer listers.
+pub struct Lookup<'a> {
+    storage: &'a Storage,
+}
+
+impl Lookup<'_> {
+    /// The stored object under `key`, if any.
+    pub fn get(&self, key: &str) -> Result<Option<Map<String, Value>>> {
+        let stored = self
+            .storage
+            .get_local(key)
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        Ok(stored.and_then(|s| serde_json::from_slice(&s.value).ok()))
+    }
+
+    /// Every stored object under `prefix`.
+    pub fn list(&self, prefix: &str) -> Vec<Map<String, Value>> {
+        let (items, _) = self.storage.shared_list(prefix);
+        items
+            .into_iter()
+            .filter_map(|i| serde_json::from_slice(&i.value).ok())
+            .collect()
+    }
+}
+
+/// A plugin that may change the object (upstream's `MutationInterface`).
+pub trait MutatingAdmission: Send + Sync {
+    /// Upstream's plugin name.
+    fn name(&self) -> &'static str;
+    /// Admits (and may change) `obj`; `old` is the stored object on update and delete.
+    fn admit(
+        &self,
+        lookup: &Lookup<'_>,
+        attrs: &Attributes<'_>,
+        obj: Option<&mut Map<String, Value>>,
+        old: Option<&Map<String, Value>>,
+    ) -> Result<()>;
+}
+
+/// A plugin that only accepts or refuses (upstream's `ValidationInterface`).
+pub trait ValidatingAdmission: Send + Sync {
+    /// Upstream's plugin name.
+    fn name(&self) -> &'static str;
+    /// Accepts or refuses `obj`; `old` is the stored object on update and delete.
+    fn validate(
+        &self,
+        lookup: &Lookup<'_>,
+        attrs: &Attributes<'_>,
+        obj: Option<&Map<String, Value>>,
+        old: Option<&Map<String, Value>>,
+    ) -> Result<()>;
+}
+
+/// Upstream's plugin order (`AllOrderedPlugins`, kube-apiserver v1.33).
+pub const ORDERED_PLUGINS: &[&str] = &[
+    "AlwaysAdmit",
+    "NamespaceAutoProvision",
+    "NamespaceLifecycle",
+    "NamespaceExists",
+    "LimitPodHardAntiAffinityTopology",
+    "LimitRanger",
+    "ServiceAccount",
+    "NodeRestriction",
+    "TaintNodesByCondition",
+    "AlwaysPullImages",
+    "ImagePolicyWebhook",
+    "PodSecurity",
+    "PodNodeSelector",
+    "Priority",
+    "DefaultTolerationSeconds",
+    "PodTolerationRestriction",
+    "EventRateLimit",
+    "ExtendedResourceToleration",
+    "DefaultStorageClass",
+    "StorageObjectInUseProtection",
+    "OwnerReferencesPermissionEnforcement",
+    "PersistentVolumeClaimResize",
+    "RuntimeClass",
+    "CertificateApproval",
+    "CertificateSigning",
+    "ClusterTrustBundleAttest",
+    "CertificateSubjectRestriction",
+    "DefaultIngressClass",
+    "DenyServiceExternalIPs",
+    "PodTopologyLabels",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionWebhook",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionWebhook",
+    "ResourceQuota",
+    "AlwaysDeny",
+];
+
+/// The plugins Capstan implements. `NamespaceLifecycle` is built into the create path
+/// (new objects in a missing or terminating namespace are refused) and always on.
+pub const IMPLEMENTED: &[&str] = &[
+    "NamespaceLifecycle",
+    "LimitRanger",
+    "ServiceAccount",
+    "NodeRestriction",
+    "Priority",
+    "DefaultTolerationSeconds",
+    "ResourceQuota",
+];
+
+/// The plugins on without flags: upstream's defaults that Capstan implements, plus
+/// `NodeRestriction` (kubeadm enables it with the Node authorizer).
+pub const DEFAULT_ON: &[&str] = &[
+    "NamespaceLifecycle",
+    "LimitRanger",
+    "ServiceAccount",
+    "NodeRestriction",
+    "Priority",
+    "DefaultTolerationSeconds",
+    "ResourceQuota",
+];
+
+/// The admission flags (kube-apiserver's names).
+#[derive(Debug, Clone, Default)]
+pub struct AdmissionConfig {
+    /// `--enable-admission-plugins`: plugins to turn on besides the defaults.
+    pub enable: Vec<String>,
+    /// `--disable-admission-plugins`: plugins to turn off, defaults included.
+    pub disable: Vec<String>,
+}
+
+impl AdmissionConfig {
+    /// The enabled plugin names in upstream's order, or why the flags are refused.
+    pub fn enabled(&self) -> std::result::Result<Vec<&'static str>, String> {
+        let known = |name: &str| ORDERED_PLUGINS.contains(&name);
+        for name in self.enable.iter().chain(&self.disable) {
+            if !known(name) {
+                return Err(format!("admission plugin {name:?} is unknown"));
+            }
+        }
+        for name in &self.enable {
+            if !IMPLEMENTED.contains(&name.as_str()) {
+                return Err(format!(
+                    "admission plugin {name:?} is not implemented by capstan (implemented: {})",
+                    IMPLEMENTED.join(", ")
+                ));
+            }
+            if self.disable.contains(name) {
+                return Err(format!(
+                    "{name} in enable-admission-plugins and disable-admission-plugins overlapped"
+                ));
+            }
+        }
+        Ok(ORDERED_PLUGINS
+            .iter()
+            .copied()
+            .filter(|p| {
+                (DEFAULT_ON.contains(p) || self.enable.iter().any(|e| e == p))
+                    && !self.disable.iter().any(|d| d == p)
+            })
+            .collect())
+    }
+}
+
+/// The enabled plugins, in order.
+pub struct Chain {
+    storage: Storage,
+    /// Whether `ResourceQuota` charges new objects ([`Chain::charge`]).
+    quota: bool,
+    mutating: Vec<Box<dyn MutatingAdmission>>,
+    validating: Vec<Box<dyn ValidatingAdmission>>,
+}
+
+impl Chain {
+    /// The chain the flags ask for.
+    pub fn new(cfg: &AdmissionConfig, storage: Storage) -> std::result::Result<Chain, String> {
+        let mut mutating: Vec<Box<dyn MutatingAdmission>> = Vec::new();
+        let mut validating: Vec<Box<dyn ValidatingAdmission>> = Vec::new();
+        let enabled = cfg.enabled()?;
+        let quota = enabled.contains(&"ResourceQuota");
+        for name in enabled {
+            match name {
+                "LimitRanger" => {
+                    mutating.push(Box::new(limit_ranger::LimitRanger));
+                    validating.push(Box::new(limit_ranger::LimitRanger));
+                }
+                "ServiceAccount" => {
+                    mutating.push(Box::new(service_account::ServiceAccount));
+                    validating.push(Box::new(service_account::ServiceAccount));
+                }
+                "NodeRestriction" => mutating.push(Box::new(node_restriction::NodeRestriction)),
+                "Priority" => {
+                    mutating.push(Box::new(priority::Priority));
+                    validating.push(Box::new(priority::Priority));
+                }
+                "DefaultTolerationSeconds" => mutating.push(Box::new(
+                    default_toleration_seconds::DefaultTolerationSeconds,
+                )),
+                // Built into the handlers' create path.
+                _ => {}
+            }
+        }
+        tracing::info!(
+            mutating = ?mutating.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            validating = ?validating.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            quota,
+            "admission plugins"
+        );
+        Ok(Chain {
+            storage,
+            quota,
+            mutating,
+            validating,
+        })
+    }
+
+    /// Whether the plugin called `name` runs.
+    pub fn has(&self, name: &str) -> bool {
+        self.mutating.iter().any(|p| p.name() == name)
+            || self.validating.iter().any(|p| p.name() == name)
+    }
+
+    /// Waits, before a create is admitted, for what plugins look up and a controller is
+    /// about to create: the `default` ServiceAccount of a new pod's namespace (upstream's
+    /// ServiceAccount plugin looks it up live ten times, 100–200 ms apart).
+    pub async fn settle(
+        &self,
+        operation: Operation,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        obj: &Map<String, Value>,
+    ) {
+        if operation != Operation::Create
+            || !group.is_empty()
+            || resource != "pods"
+            || !self.mutating.iter().any(|p| p.name() == "ServiceAccount")
+        {
+            return;
+        }
+        if current().is_none_or(|r| !r.info.subresource.is_empty()) {
+            return;
+        }
+        service_account::wait_for_default(&self.storage, namespace, obj).await;
+    }
+
+    /// `ResourceQuota`, the last validating plugin: charges a new object to the quotas of
+    /// its namespace (writing their `status.used`), or refuses it.
+    pub async fn charge(
+        &self,
+        operation: Operation,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        dry_run: bool,
+        obj: &Map<String, Value>,
+    ) -> Result<()> {
+        if !self.quota || operation != Operation::Create {
+            return Ok(());
+        }
+        let Some(req) = current() else {
+            return Ok(());
+        };
+        let attrs = Attributes {
+            operation,
+            group,
+            resource,
+            subresource: &req.info.subresource,
+            namespace,
+            name: "",
+            user: &req.user,
+            dry_run,
+        };
+        resource_quota::charge(&self.storage, &attrs, obj).await
+    }
+
+    /// Runs the mutating plugins for the current request (see [`scope`]); nothing runs
+    /// outside a request.
+    #[allow(clippy::too_many_arguments)]
+    pub fn admit(
+        &self,
+        operation: Operation,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        dry_run: bool,
+        mut obj: Option<&mut Map<String, Value>>,
+        old: Option<&Map<String, Value>>,
+    ) -> Result<()> {
+        let Some(req) = current() else {
+            return Ok(());
+        };
+        let attrs = Attributes {
+            operation,
+            group,
+            resource,
+            subresource: &req.info.subresource,
+            namespace,
+            name,
+            user: &req.user,
+            dry_run,
+        };
+        let lookup = Lookup {
+            storage: &self.storage,
+        };
+        for plugin in &self.mutating {
+            plugin.admit(&lookup, &attrs, obj.as_deref_mut(), old)?;
+        }
+        Ok(())
+    }
+
+    /// Runs the validating plugins for the current request (see [`scope`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn validate(
+        &self,
+        operation: Operation,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        dry_run: bool,
+        obj: Option<&Map<String, Value>>,
+        old: Option<&Map<String, Value>>,
+    ) -> Result<()> {
+        let Some(req) = current() else {
+            return Ok(());
+        };
+        let attrs = Attributes {
+            operation,
+            group,
+            resource,
+            subresource: &req.info.subresource,
+            namespace,
+            name,
+            user: &req.user,
+            dry_run,
+        };
+        let lookup = Lookup {
+            storage: &self.storage,
+        };
+        for plugin in &self.validating {
+            plugin.validate(&lookup, &attrs, obj, old)?;
+        }
+        Ok(())
+    }
+}
+
+/// Who makes the request being served and what it is about.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The (possibly impersonated) user.
+    pub user: UserInfo,
+    /// The parsed request.
+    pub info: RequestInfo,
+}
+
+tokio::task_local! {
+    static REQUEST: Request;
+}
+
+/// Runs `fut` (a resource request's handler) with `req` as the request admission sees.
+pub async fn scope<F: Future>(req: Request, fut: F) -> F::Output {
+    REQUEST.scope(req, fut).await
+}
+
+/// The request being served, if any.
+pub fn current() -> Option<Request> {
+    REQUEST.try_with(Clone::clone).ok()
+}
+
+/// Reads a string at `path` in `v` (`""` when absent).
+pub(crate) fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    let mut cur = v;
+    for p in path {
+        match cur.get(p) {
+            Some(next) => cur = next,
+            None => return "",
+        }
+    }
+    cur.as_str().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_follow_upstreams_order_and_names() {
+        let cfg = AdmissionConfig {
+            enable: vec![],
+            disable: vec!["ServiceAccount".into()],
+        };
+        assert_eq!(
+            cfg.enabled().unwrap(),
+            vec![
+                "NamespaceLifecycle",
+                "LimitRanger",
+                "NodeRestriction",
+                "Priority",
+                "DefaultTolerationSeconds",
+                "ResourceQuota"
+            ]
+        );
+        let unknown = AdmissionConfig {
+            enable: vec!["Bogus".into()],
+            disable: vec![],
+        };
+        assert_eq!(
+            unknown.enabled().unwrap_err(),
+            "admission plugin \"Bogus\" is unknown"
+        );
+        let not_here = AdmissionConfig {
+            enable: vec!["AlwaysPullImages".into()],
+            disable: vec![],
+        };
+        assert!(not_here.enabled().is_err());
+        let off = AdmissionConfig {
+            enable: vec![],
+            disable: vec!["PodSecurity".into()],
+        };
+        assert_eq!(off.enabled().unwrap().len(), 7);
+    }
+}

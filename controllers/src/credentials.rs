@@ -1,0 +1,214 @@
+//! Per-controller credentials, as kube-controller-manager's
+//! `--use-service-account-credentials`: the root client (`system:kube-controller-manager`)
+//! ensures the ServiceAccount `kube-system/<controller>` exists, asks TokenRequest for a token,
+//! and the controller's client authenticates with it (a token file kube-rs re-reads every
+//! minute, rewritten before the token expires). RBAC then applies upstream's
+//! `system:controller:*` roles to each loop.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use tokio_util::sync::CancellationToken;
+
+/// Lifetime asked for each token (kube-controller-manager asks for an hour too).
+const TOKEN_SECONDS: i64 = 3600;
+
+/// Upstream's service account for a controller named as `--controllers` spells it.
+pub(crate) fn service_account(controller: &str) -> String {
+    let known = match controller {
+        "replicaset" => "replicaset-controller",
+        "replicationcontroller" => "replication-controller",
+        "deployment" => "deployment-controller",
+        "garbage-collector" | "garbagecollector" => "generic-garbage-collector",
+        "namespace" => "namespace-controller",
+        "serviceaccount" => "service-account-controller",
+        "endpoint" => "endpoint-controller",
+        "endpointslice" => "endpointslice-controller",
+        "endpointslice-mirroring" | "endpointslicemirroring" => "endpointslicemirroring-controller",
+        "job" => "job-controller",
+        "cronjob" => "cronjob-controller",
+        "statefulset" => "statefulset-controller",
+        "daemonset" => "daemon-set-controller",
+        "node-lifecycle" | "nodelifecycle" | "node-ipam" | "nodeipam" => "node-controller",
+        "pod-garbage-collector" | "podgc" => "pod-garbage-collector",
+        "ttl-after-finished" | "ttlafterfinished" => "ttl-after-finished-controller",
+        "ttl" => "ttl-controller",
+        "root-ca-certificate-publisher" | "root-ca-cert-publisher" => "root-ca-cert-publisher",
+        "clusterrole-aggregation" => "clusterrole-aggregation-controller",
+        "resourcequota" | "resource-quota" => "resourcequota-controller",
+        "disruption" => "disruption-controller",
+        "horizontalpodautoscaling" => "horizontal-pod-autoscaler",
+        "persistentvolume-binder" => "persistent-volume-binder",
+        "persistentvolume-expander" => "expand-controller",
+        "persistentvolumeclaim-protection" => "pvc-protection-controller",
+        "persistentvolume-protection" => "pv-protection-controller",
+        "ephemeral-volume" => "ephemeral-volume-controller",
+        "attachdetach" | "persistentvolume-attach-detach" => "attachdetach-controller",
+        "service" | "service-lb" => "service-controller",
+        "cloud-node-lifecycle" | "route" => "route-controller",
+        "csrsigning" | "csrapproving" | "csrcleaner" => "certificate-controller",
+        "legacy-serviceaccount-token-cleaner" => "legacy-service-account-token-cleaner",
+        "validatingadmissionpolicy-status" => "validatingadmissionpolicy-status-controller",
+        "service-cidr-controller" => "service-cidrs-controller",
+        other => return format!("{other}-controller"),
+    };
+    known.to_owned()
+}
+
+/// Hands out clients that authenticate as controllers' service accounts.
+pub(crate) struct Credentials {
+    root: kube::Client,
+    /// The root client's configuration (server, CA); None: every controller uses the root
+    /// client, as upstream without `--use-service-account-credentials`.
+    config: Option<kube::Config>,
+    dir: PathBuf,
+}
+
+impl Credentials {
+    /// Credentials minted through `root`; `config` is the root client's configuration.
+    pub(crate) fn new(root: kube::Client, config: Option<kube::Config>) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "capstan-controllers-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        Credentials { root, config, dir }
+    }
+
+    /// The controller manager's own client (for informers' watches and lists).
+    pub(crate) fn root(&self) -> kube::Client {
+        self.root.clone()
+    }
+
+    /// The CA bundle (PEM) of the root client's configuration, if it has one.
+    pub(crate) fn root_ca_pem(&self) -> Option<std::sync::Arc<str>> {
+        let certs = self.config.as_ref()?.root_cert.as_ref()?;
+        let pem: String = certs.iter().map(Vec::as_slice).map(der_to_pem).collect();
+        (!pem.is_empty()).then(|| pem.into())
+    }
+
+    /// A client for `controller`'s service account, its token refreshed until `shutdown`.
+    pub(crate) async fn client_for(
+        &self,
+        controller: &str,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<kube::Client> {
+        let Some(config) = &self.config else {
+            return Ok(self.root.clone());
+        };
+        let sa = service_account(controller);
+        let api: Api<ServiceAccount> = Api::namespaced(self.root.clone(), "kube-system");
+        if api.get_opt(&sa).await?.is_none() {
+            let obj = ServiceAccount {
+                metadata: ObjectMeta {
+                    name: Some(sa.clone()),
+                    namespace: Some("kube-system".to_owned()),
+                    ..ObjectMeta::default()
+                },
+                ..ServiceAccount::default()
+            };
+            match api.create(&PostParams::default(), &obj).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // Tokens are credentials: the directory is the process owner's only.
+        {
+            #[cfg(unix)]
+            use std::os::unix::fs::DirBuilderExt;
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true);
+            #[cfg(unix)]
+            builder.mode(0o700);
+            builder.create(&self.dir)?;
+        }
+        let path = self.dir.join(format!("{sa}.token"));
+        let lifetime = mint(&api, &sa, &path).await?;
+        let mut config = config.clone();
+        config.auth_info = kube::config::AuthInfo {
+            token_file: Some(path.to_string_lossy().into_owned()),
+            ..kube::config::AuthInfo::default()
+        };
+        let client = kube::Client::try_from(config)?;
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let mut wait = lifetime.mul_f64(0.8);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(wait) => {}
+                }
+                wait = match mint(&api, &sa, &path).await {
+                    Ok(l) => l.mul_f64(0.8),
+                    Err(e) => {
+                        tracing::warn!(serviceaccount = %sa, error = %format!("{e:#}"), "token refresh failed");
+                        Duration::from_secs(10)
+                    }
+                };
+            }
+        });
+        Ok(client)
+    }
+}
+
+impl Drop for Credentials {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Asks TokenRequest for a token of `sa` and writes it to `path` (atomically); returns its
+/// lifetime.
+async fn mint(api: &Api<ServiceAccount>, sa: &str, path: &Path) -> anyhow::Result<Duration> {
+    let req = TokenRequest {
+        spec: TokenRequestSpec {
+            expiration_seconds: Some(TOKEN_SECONDS),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let resp = api
+        .create_token_request(sa, &PostParams::default(), &req)
+        .await?;
+    let token = resp
+        .status
+        .map(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("TokenRequest for {sa} returned no token"))?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, token.as_bytes())?;
+    std::fs::rename(&tmp, path)?;
+    Ok(Duration::from_secs(
+        u64::try_from(TOKEN_SECONDS).unwrap_or(3600),
+    ))
+}
+
+/// PEM armour for one DER certificate (base64, 64 columns).
+fn der_to_pem(der: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut b64 = String::with_capacity(der.len().div_ceil(3) * 4);
+    for chunk in der.chunks(3) {
+        let n = (u32::from(chunk[0]) << 16)
+            | (u32::from(chunk.get(1).copied().unwrap_or(0)) << 8)
+            | u32::from(chunk.get(2).copied().unwrap_or(0));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                b64.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                b64.push('=');
+            }
+        }
+    }
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}

@@ -1,0 +1,168 @@
+//! A DaemonSet runs one pod per node, pinned by node affinity on the node's name, follows a
+//! node that joins (a standalone `capstan nodes` process) and rolls a new template out with
+//! RollingUpdate; `kubectl rollout status` reads its status.
+
+use std::collections::BTreeSet;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use e2e::{ServerProcess, capstan_bin};
+use serde_json::Value;
+
+fn ok(s: &ServerProcess, args: &[&str]) -> String {
+    let (ok, out, err) = s.kubectl(args).expect("kubectl runs");
+    assert!(
+        ok,
+        "kubectl {args:?} failed: {err}\nserver log: {}",
+        s.log()
+    );
+    out
+}
+
+fn json(s: &ServerProcess, args: &[&str]) -> Value {
+    serde_json::from_str(&ok(s, args)).expect("kubectl printed JSON")
+}
+
+fn wait_for<T>(s: &ServerProcess, secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            let log = s.log();
+            let lines: Vec<&str> = log.lines().collect();
+            panic!(
+                "timed out after {secs} s waiting for {what}\nserver log tail:\n{}",
+                lines[lines.len().saturating_sub(60)..].join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// A standalone `capstan nodes` process; killed on drop.
+struct Fleet(Child);
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// (node, image) of every running pod of the DaemonSet.
+fn running(s: &ServerProcess) -> Vec<(String, String)> {
+    let pods = json(s, &["get", "pods", "-l", "app=agent", "-o", "json"]);
+    pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| p["status"]["phase"] == "Running")
+        .map(|p| {
+            (
+                p["spec"]["nodeName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                p["spec"]["containers"][0]["image"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn nodes(s: &ServerProcess) -> BTreeSet<String> {
+    ok(
+        s,
+        &["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"],
+    )
+    .split_whitespace()
+    .map(str::to_owned)
+    .collect()
+}
+
+#[test]
+fn a_daemonset_runs_one_pod_per_node_follows_new_nodes_and_rolls_updates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_cluster(&dir.path().join("data"), &[]).expect("server starts");
+    wait_for(&s, 60, "3 nodes", || (nodes(&s).len() == 3).then_some(()));
+    // A cordoned node still runs daemon pods (they tolerate unschedulable).
+    ok(&s, &["cordon", "capstan-node-2"]);
+    let manifest = r#"
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers: [{name: c, image: "agent:v1"}]
+"#;
+    let (applied, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["apply", "-f", "-"], Some(manifest))
+        .expect("kubectl runs");
+    assert!(applied, "{err}");
+    wait_for(&s, 120, "one agent pod per node", || {
+        let r = running(&s);
+        let on: BTreeSet<String> = r.iter().map(|(n, _)| n.clone()).collect();
+        (r.len() == 3 && on == nodes(&s)).then_some(())
+    });
+    ok(
+        &s,
+        &["rollout", "status", "daemonset/agent", "--timeout=60s"],
+    );
+    let ds = json(&s, &["get", "ds", "agent", "-o", "json"]);
+    assert_eq!(ds["status"]["desiredNumberScheduled"], 3, "{ds}");
+    assert_eq!(ds["status"]["numberReady"], 3, "{ds}");
+    let pod = json(&s, &["get", "pods", "-l", "app=agent", "-o", "json"]);
+    let p0 = &pod["items"][0];
+    let term = &p0["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"][0]["matchFields"][0];
+    assert_eq!(term["key"], "metadata.name", "{p0}");
+    assert_eq!(term["values"][0], p0["spec"]["nodeName"], "{p0}");
+    assert!(
+        p0["spec"]["tolerations"]
+            .to_string()
+            .contains("node.kubernetes.io/unreachable"),
+        "{p0}"
+    );
+
+    // A new node joins: it gets a pod too.
+    let log = std::fs::File::create(dir.path().join("extra-nodes.log")).expect("log file");
+    let _fleet = Fleet(
+        Command::new(capstan_bin())
+            .args(["nodes", "--count", "1", "--name-prefix", "extra-"])
+            .arg("--kubeconfig")
+            .arg(&s.kubeconfig)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("capstan nodes starts"),
+    );
+    wait_for(&s, 120, "an agent pod on extra-0", || {
+        running(&s)
+            .iter()
+            .any(|(n, _)| n == "extra-0")
+            .then_some(())
+    });
+
+    // RollingUpdate to v2 replaces every pod.
+    ok(&s, &["set", "image", "daemonset/agent", "c=agent:v2"]);
+    wait_for(&s, 180, "every node running agent:v2", || {
+        let r = running(&s);
+        (r.len() == 4 && r.iter().all(|(_, img)| img == "agent:v2")).then_some(())
+    });
+    ok(
+        &s,
+        &["rollout", "status", "daemonset/agent", "--timeout=60s"],
+    );
+    let ds = json(&s, &["get", "ds", "agent", "-o", "json"]);
+    assert_eq!(ds["status"]["updatedNumberScheduled"], 4, "{ds}");
+    let describe = ok(&s, &["describe", "ds", "agent"]);
+    assert!(describe.contains("SuccessfulCreate"), "{describe}");
+}

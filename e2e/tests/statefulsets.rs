@@ -1,0 +1,216 @@
+//! A StatefulSet of 3 comes up in order with stable names, hostnames and PVCs; scaling down
+//! removes the highest ordinals; a RollingUpdate with a partition only replaces the pods at or
+//! above it; a Parallel set starts every pod at once.
+
+use std::time::{Duration, Instant};
+
+use e2e::ServerProcess;
+use serde_json::Value;
+
+fn ok(s: &ServerProcess, args: &[&str]) -> String {
+    let (ok, out, err) = s.kubectl(args).expect("kubectl runs");
+    assert!(
+        ok,
+        "kubectl {args:?} failed: {err}\nserver log: {}",
+        s.log()
+    );
+    out
+}
+
+fn json(s: &ServerProcess, args: &[&str]) -> Value {
+    serde_json::from_str(&ok(s, args)).expect("kubectl printed JSON")
+}
+
+fn wait_for<T>(s: &ServerProcess, secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            let log = s.log();
+            let lines: Vec<&str> = log.lines().collect();
+            panic!(
+                "timed out after {secs} s waiting for {what}\nserver log tail:\n{}",
+                lines[lines.len().saturating_sub(60)..].join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// (name, creationTimestamp, image, running) of the set's live pods, by name.
+fn pods(s: &ServerProcess, app: &str) -> Vec<(String, String, String, bool)> {
+    let v = json(
+        s,
+        &["get", "pods", "-l", &format!("app={app}"), "-o", "json"],
+    );
+    let mut out: Vec<_> = v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .map(|p| {
+            (
+                p["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                p["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                p["spec"]["containers"][0]["image"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                p["status"]["phase"] == "Running",
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn manifest(name: &str, policy: &str, image: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: {name}}}
+spec:
+  serviceName: {name}
+  replicas: 3
+  podManagementPolicy: {policy}
+  selector: {{matchLabels: {{app: {name}}}}}
+  persistentVolumeClaimRetentionPolicy: {{whenDeleted: Retain, whenScaled: Delete}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers: [{{name: c, image: "{image}"}}]
+  volumeClaimTemplates:
+  - metadata: {{name: data}}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {{requests: {{storage: 1Gi}}}}
+"#
+    )
+}
+
+fn apply(s: &ServerProcess, yaml: &str) {
+    let (applied, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["apply", "-f", "-"], Some(yaml))
+        .expect("kubectl runs");
+    assert!(applied, "{err}");
+}
+
+#[test]
+fn a_statefulset_comes_up_in_order_with_stable_names_and_claims_and_rolls_by_partition() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_cluster(&dir.path().join("data"), &[]).expect("server starts");
+    apply(&s, &manifest("db", "OrderedReady", "db:v1"));
+    // OrderedReady: never a higher ordinal without every lower one running.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let ps = pods(&s, "db");
+        for (i, p) in ps.iter().enumerate() {
+            assert_eq!(p.0, format!("db-{i}"), "gap in ordinals: {ps:?}");
+        }
+        if let Some(last) = ps.last() {
+            for earlier in &ps[..ps.len() - 1] {
+                assert!(
+                    earlier.3,
+                    "{} exists before {} runs: {ps:?}",
+                    last.0, earlier.0
+                );
+            }
+        }
+        if ps.len() == 3 && ps.iter().all(|p| p.3) {
+            // Creation order follows the ordinals.
+            assert!(ps[0].1 <= ps[1].1 && ps[1].1 <= ps[2].1, "{ps:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "set not up: {ps:?}\n{}", s.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    ok(
+        &s,
+        &["rollout", "status", "statefulset/db", "--timeout=60s"],
+    );
+    let p1 = json(&s, &["get", "pod", "db-1", "-o", "json"]);
+    assert_eq!(p1["spec"]["hostname"], "db-1", "{p1}");
+    assert_eq!(p1["spec"]["subdomain"], "db", "{p1}");
+    assert_eq!(
+        p1["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"],
+        "db-1"
+    );
+    assert_eq!(
+        p1["metadata"]["labels"]["apps.kubernetes.io/pod-index"],
+        "1"
+    );
+    let claims = ok(
+        &s,
+        &["get", "pvc", "-o", "jsonpath={.items[*].metadata.name}"],
+    );
+    let mut claims: Vec<&str> = claims.split_whitespace().collect();
+    claims.sort_unstable();
+    assert_eq!(claims, vec!["data-db-0", "data-db-1", "data-db-2"]);
+    let vol = &p1["spec"]["volumes"][0];
+    assert_eq!(
+        vol["persistentVolumeClaim"]["claimName"], "data-db-1",
+        "{p1}"
+    );
+
+    // RollingUpdate with partition 2: only db-2 moves to v2.
+    ok(
+        &s,
+        &[
+            "patch",
+            "statefulset",
+            "db",
+            "-p",
+            r#"{"spec":{"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"partition":2}}}}"#,
+        ],
+    );
+    ok(&s, &["set", "image", "statefulset/db", "c=db:v2"]);
+    wait_for(&s, 120, "db-2 on v2, db-0/1 on v1", || {
+        let ps = pods(&s, "db");
+        let images: Vec<&str> = ps.iter().map(|p| p.2.as_str()).collect();
+        (ps.len() == 3 && ps.iter().all(|p| p.3) && images == ["db:v1", "db:v1", "db:v2"])
+            .then_some(())
+    });
+    let sts = json(&s, &["get", "sts", "db", "-o", "json"]);
+    assert_eq!(sts["status"]["updatedReplicas"], 1, "{sts}");
+    assert_ne!(
+        sts["status"]["currentRevision"], sts["status"]["updateRevision"],
+        "{sts}"
+    );
+
+    // Scale down to 1: the highest ordinals go, and (whenScaled: Delete) their claims.
+    ok(&s, &["scale", "statefulset", "db", "--replicas=1"]);
+    wait_for(&s, 120, "only db-0 left, with its claim", || {
+        let ps = pods(&s, "db");
+        let claims = ok(
+            &s,
+            &["get", "pvc", "-o", "jsonpath={.items[*].metadata.name}"],
+        );
+        (ps.len() == 1 && ps[0].0 == "db-0" && claims.trim() == "data-db-0").then_some(())
+    });
+}
+
+#[test]
+fn a_parallel_statefulset_starts_every_pod_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_cluster(&dir.path().join("data"), &[]).expect("server starts");
+    apply(&s, &manifest("web", "Parallel", "web:v1"));
+    wait_for(&s, 120, "3 running pods", || {
+        let ps = pods(&s, "web");
+        (ps.len() == 3 && ps.iter().all(|p| p.3)).then_some(())
+    });
+    let sts = json(&s, &["get", "sts", "web", "-o", "json"]);
+    assert_eq!(sts["status"]["readyReplicas"], 3, "{sts}");
+    let describe = ok(&s, &["describe", "sts", "web"]);
+    assert!(
+        describe.contains("create Pod web-0 in StatefulSet web successful"),
+        "{describe}"
+    );
+}

@@ -1,0 +1,144 @@
+//! PodTopologySpread (score): for `ScheduleAnyway` constraints, nodes in domains with fewer
+//! matching pods score higher; each constraint's count is weighted by `log(domains + 2)`.
+
+use std::collections::HashMap;
+
+use crate::cache::{Cache, NodeInfo};
+use crate::framework::PodCtx;
+use crate::framework::filter::pod_topology_spread::{count_matching, node_included};
+use crate::framework::score::MAX_NODE_SCORE;
+
+/// Scores each node.
+pub fn score(ctx: &PodCtx<'_>, cache: &Cache, nodes: &[&NodeInfo]) -> Vec<i64> {
+    let soft: Vec<_> = ctx.spread.iter().filter(|c| !c.hard).collect();
+    if soft.is_empty() {
+        return vec![0; nodes.len()];
+    }
+    // Nodes missing a soft constraint's key are ignored (score 0); with the system defaults
+    // a node needs only one of the keys.
+    let ignored: Vec<bool> = nodes
+        .iter()
+        .map(|n| {
+            if ctx.spread_defaulted {
+                !soft.iter().any(|c| n.labels.contains_key(&c.key))
+            } else {
+                !soft.iter().all(|c| n.labels.contains_key(&c.key))
+            }
+        })
+        .collect();
+    let mut raw = vec![0f64; nodes.len()];
+    for c in &soft {
+        let hostname = c.key == "kubernetes.io/hostname";
+        let mut counts: HashMap<&str, i64> = HashMap::new();
+        if !hostname {
+            for n in &cache.nodes {
+                if !soft.iter().all(|o| n.labels.contains_key(&o.key)) || !node_included(ctx, c, n)
+                {
+                    continue;
+                }
+                if let Some(v) = n.labels.get(&c.key) {
+                    *counts.entry(v.as_str()).or_insert(0) += count_matching(ctx, c, n);
+                }
+            }
+        }
+        let domains: std::collections::HashSet<&str> = nodes
+            .iter()
+            .zip(&ignored)
+            .filter(|(_, ig)| !**ig)
+            .filter_map(|(n, _)| n.labels.get(&c.key).map(|v| v.as_str()))
+            .collect();
+        let weight = ((domains.len() + 2) as f64).ln();
+        for (i, n) in nodes.iter().enumerate() {
+            if ignored[i] {
+                continue;
+            }
+            let cnt = if hostname {
+                count_matching(ctx, c, n)
+            } else {
+                n.labels
+                    .get(&c.key)
+                    .and_then(|v| counts.get(v.as_str()).copied())
+                    .unwrap_or(0)
+            };
+            raw[i] += cnt as f64 * weight + (c.max_skew - 1) as f64;
+        }
+    }
+    let scores: Vec<i64> = raw.iter().map(|s| s.round() as i64).collect();
+    let considered: Vec<i64> = scores
+        .iter()
+        .zip(&ignored)
+        .filter(|(_, ig)| !**ig)
+        .map(|(s, _)| *s)
+        .collect();
+    let max = considered.iter().copied().max().unwrap_or(0);
+    let min = considered.iter().copied().min().unwrap_or(0);
+    scores
+        .iter()
+        .zip(&ignored)
+        .map(|(s, ig)| {
+            if *ig {
+                0
+            } else if max == 0 {
+                MAX_NODE_SCORE
+            } else {
+                MAX_NODE_SCORE * (max + min - s) / max
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::PodInfo;
+    use crate::framework::filter::testutil::{node, pod};
+    use k8s_openapi::api::core::v1::TopologySpreadConstraint;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn emptier_domains_score_higher() {
+        let mut cache = Cache::default();
+        cache.upsert_node(&node("a", "4", &[("zone", "z1")], vec![]));
+        cache.upsert_node(&node("b", "4", &[("zone", "z2")], vec![]));
+        cache.set_pod(PodInfo::new(&pod("x", "0", &[("app", "w")]), "a"));
+        let p = pod("p", "0", &[("app", "w")]);
+        let mut spec = p.spec.clone().unwrap_or_default();
+        spec.topology_spread_constraints = Some(vec![TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: "zone".into(),
+            when_unsatisfiable: "ScheduleAnyway".into(),
+            label_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([("app".into(), "w".into())])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]);
+        let ctx = PodCtx::new(&p, &spec);
+        let a = cache.node("a").expect("a");
+        let b = cache.node("b").expect("b");
+        let s = score(&ctx, &cache, &[a, b]);
+        assert!(s[1] > s[0], "{s:?}");
+    }
+
+    #[test]
+    fn system_default_constraints_spread_by_hostname_even_without_zones() {
+        let mut cache = Cache::default();
+        cache.upsert_node(&node("a", "4", &[("kubernetes.io/hostname", "a")], vec![]));
+        cache.upsert_node(&node("b", "4", &[("kubernetes.io/hostname", "b")], vec![]));
+        cache.set_pod(PodInfo::new(&pod("x", "0", &[("app", "w")]), "a"));
+        let p = pod("p", "0", &[("app", "w")]);
+        let spec = p.spec.clone().unwrap_or_default();
+        let mut ctx = PodCtx::new(&p, &spec);
+        ctx.set_default_spread(&LabelSelector {
+            match_labels: Some(BTreeMap::from([("app".into(), "w".into())])),
+            ..Default::default()
+        });
+        let s = score(
+            &ctx,
+            &cache,
+            &[cache.node("a").expect("a"), cache.node("b").expect("b")],
+        );
+        assert!(s[1] > s[0], "{s:?}");
+    }
+}
