@@ -4,7 +4,7 @@ DATA_DIR ?= $(CURDIR)/.capstan
 STORE_URL ?= http://127.0.0.1:2379
 SECURE_PORT ?= 6443
 
-.PHONY: all build run run-store test lint bench bench-store bench-api bench-scheduler bench-controllers clean
+.PHONY: all build run run-store test test-faults lint bench bench-store bench-api bench-scheduler bench-controllers clean
 
 all: build
 
@@ -27,6 +27,14 @@ run-store: build
 test:
 	$(CARGO) build -p capstan
 	$(CARGO) test --workspace
+
+## test-faults: the long form of the store fault suite: FAULT_RUNS runs (default 100) of a
+## 3-member cluster under load with kill -9 / SIGSTOP faults, each history checked for
+## linearizability; failing histories are saved to FAULT_HISTORY_DIR (default /tmp).
+FAULT_RUNS ?= 100
+test-faults:
+	$(CARGO) build -p capstan
+	FAULT_RUNS=$(FAULT_RUNS) $(CARGO) test -p e2e --test store_faults -- --nocapture
 
 ## lint: formatting and clippy with warnings as errors.
 ## The API clients (controllers, scheduler, nodes) reach the cluster only through the API:

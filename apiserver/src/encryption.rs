@@ -3,11 +3,16 @@
 //! encrypts every write, all of them are tried on reads, so keys can be rotated and data
 //! written before encryption was turned on stays readable while `identity` is listed.
 //!
-//! Providers: `identity` (plain bytes) and `aesgcm` (AES-GCM with a random 12-byte nonce and
-//! the storage key as additional authenticated data, 16- or 32-byte keys, through `ring`),
-//! stored as upstream's `k8s:enc:aesgcm:v1:<key name>:<nonce><ciphertext+tag>`. `aescbc`,
-//! `secretbox` and `kms` need ciphers no dependency of this workspace provides; a
-//! configuration naming them is refused at start-up.
+//! Providers, stored as upstream's `k8s:enc:<provider>:v1:<key name>:<data>`:
+//! - `identity`: plain bytes;
+//! - `aesgcm`: AES-GCM (16- or 32-byte keys, through `ring`), a random 12-byte nonce, the
+//!   storage key as additional authenticated data; data = nonce, ciphertext, tag;
+//! - `aescbc`: AES-CBC (16-, 24- or 32-byte keys) with PKCS#7 padding; data = a random 16-byte
+//!   IV, then the ciphertext;
+//! - `secretbox`: XSalsa20-Poly1305 (32-byte keys); data = a random 24-byte nonce, then
+//!   NaCl's box (tag, ciphertext).
+//!
+//! `kms` needs a plugin this server cannot talk to; a configuration naming it is refused.
 //!
 //! Resources are written as upstream's (`secrets`, `deployments.apps`, `*.apps`, `*.` for
 //! every core resource, `*.*` for everything); the first entry that matches a key's resource
@@ -16,7 +21,10 @@
 use std::borrow::Cow;
 use std::path::Path;
 
+use aes::cipher::block_padding::Pkcs7;
+use aes::cipher::{BlockDecryptMut, BlockEncryptMut, KeyIvInit};
 use base64::Engine as _;
+use crypto_secretbox::aead::{Aead, KeyInit};
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::Deserialize;
@@ -24,6 +32,12 @@ use serde::Deserialize;
 /// Every encrypted value starts with this.
 const ENCRYPTED_PREFIX: &[u8] = b"k8s:enc:";
 const NONCE_LEN: usize = 12;
+/// AES block (and CBC IV) size.
+const AES_BLOCK: usize = 16;
+/// XSalsa20 nonce size.
+const SECRETBOX_NONCE: usize = 24;
+/// Poly1305 tag size.
+const SECRETBOX_TAG: usize = 16;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -58,16 +72,147 @@ struct KeyConfig {
     secret: String,
 }
 
-/// One AES-GCM key.
-struct GcmKey {
-    /// `k8s:enc:aesgcm:v1:<name>:`.
+/// One key of an encrypting provider.
+struct ProviderKey {
+    /// `k8s:enc:<provider>:v1:<name>:`.
     prefix: Vec<u8>,
-    key: LessSafeKey,
+    cipher: Cipher,
+}
+
+/// The cipher of one key.
+enum Cipher {
+    Gcm(Box<LessSafeKey>),
+    /// The raw AES key: 16, 24 or 32 bytes.
+    Cbc(Vec<u8>),
+    Secretbox(crypto_secretbox::XSalsa20Poly1305),
 }
 
 enum Provider {
     Identity,
-    AesGcm(Vec<GcmKey>),
+    /// `aesgcm`, `aescbc` or `secretbox`: the first key encrypts, all decrypt.
+    Keys(Vec<ProviderKey>),
+}
+
+/// The AES-CBC variants by key size.
+type Cbc128Enc = cbc::Encryptor<aes::Aes128>;
+type Cbc192Enc = cbc::Encryptor<aes::Aes192>;
+type Cbc256Enc = cbc::Encryptor<aes::Aes256>;
+type Cbc128Dec = cbc::Decryptor<aes::Aes128>;
+type Cbc192Dec = cbc::Decryptor<aes::Aes192>;
+type Cbc256Dec = cbc::Decryptor<aes::Aes256>;
+
+impl Cipher {
+    /// Encrypts `value` (stored at `key`) into the bytes that follow the prefix.
+    fn seal(&self, rng: &SystemRandom, key: &[u8], value: Vec<u8>) -> Result<Vec<u8>, String> {
+        match self {
+            Cipher::Gcm(k) => {
+                let mut nonce = [0u8; NONCE_LEN];
+                rng.fill(&mut nonce)
+                    .map_err(|_| "no randomness for an AES-GCM nonce".to_owned())?;
+                let mut sealed = value;
+                k.seal_in_place_append_tag(
+                    Nonce::assume_unique_for_key(nonce),
+                    Aad::from(key),
+                    &mut sealed,
+                )
+                .map_err(|_| "AES-GCM encryption failed".to_owned())?;
+                let mut out = Vec::with_capacity(NONCE_LEN + sealed.len());
+                out.extend_from_slice(&nonce);
+                out.extend_from_slice(&sealed);
+                Ok(out)
+            }
+            Cipher::Cbc(k) => {
+                let mut iv = [0u8; AES_BLOCK];
+                rng.fill(&mut iv)
+                    .map_err(|_| "no randomness for an AES-CBC IV".to_owned())?;
+                let bad = |_| "bad AES-CBC key".to_owned();
+                let sealed = match k.len() {
+                    16 => Cbc128Enc::new_from_slices(k, &iv)
+                        .map_err(bad)?
+                        .encrypt_padded_vec_mut::<Pkcs7>(&value),
+                    24 => Cbc192Enc::new_from_slices(k, &iv)
+                        .map_err(bad)?
+                        .encrypt_padded_vec_mut::<Pkcs7>(&value),
+                    _ => Cbc256Enc::new_from_slices(k, &iv)
+                        .map_err(bad)?
+                        .encrypt_padded_vec_mut::<Pkcs7>(&value),
+                };
+                let mut out = Vec::with_capacity(AES_BLOCK + sealed.len());
+                out.extend_from_slice(&iv);
+                out.extend_from_slice(&sealed);
+                Ok(out)
+            }
+            Cipher::Secretbox(k) => {
+                let mut nonce = [0u8; SECRETBOX_NONCE];
+                rng.fill(&mut nonce)
+                    .map_err(|_| "no randomness for a secretbox nonce".to_owned())?;
+                let sealed = k
+                    .encrypt(
+                        crypto_secretbox::Nonce::from_slice(&nonce),
+                        value.as_slice(),
+                    )
+                    .map_err(|_| "secretbox encryption failed".to_owned())?;
+                let mut out = Vec::with_capacity(SECRETBOX_NONCE + sealed.len());
+                out.extend_from_slice(&nonce);
+                out.extend_from_slice(&sealed);
+                Ok(out)
+            }
+        }
+    }
+
+    /// Decrypts the bytes after the prefix (upstream's error messages).
+    fn open(&self, key: &[u8], data: &[u8]) -> Result<Vec<u8>, String> {
+        match self {
+            Cipher::Gcm(k) => {
+                if data.len() < NONCE_LEN {
+                    return Err("the stored data was shorter than the required size".into());
+                }
+                let (nonce, sealed) = data.split_at(NONCE_LEN);
+                let nonce = Nonce::try_assume_unique_for_key(nonce)
+                    .map_err(|_| "bad AES-GCM nonce".to_owned())?;
+                let mut buf = sealed.to_vec();
+                let plain_len = k
+                    .open_in_place(nonce, Aad::from(key), &mut buf)
+                    .map_err(|_| "cipher: message authentication failed".to_owned())?
+                    .len();
+                buf.truncate(plain_len);
+                Ok(buf)
+            }
+            Cipher::Cbc(k) => {
+                if data.len() < AES_BLOCK {
+                    return Err("the stored data was shorter than the required size".into());
+                }
+                let (iv, sealed) = data.split_at(AES_BLOCK);
+                if sealed.is_empty() || !sealed.len().is_multiple_of(AES_BLOCK) {
+                    return Err("the stored data is not a multiple of the block size".into());
+                }
+                let bad = |_| "bad AES-CBC key".to_owned();
+                let padding = |_| "invalid padding on input".to_owned();
+                match k.len() {
+                    16 => Cbc128Dec::new_from_slices(k, iv)
+                        .map_err(bad)?
+                        .decrypt_padded_vec_mut::<Pkcs7>(sealed)
+                        .map_err(padding),
+                    24 => Cbc192Dec::new_from_slices(k, iv)
+                        .map_err(bad)?
+                        .decrypt_padded_vec_mut::<Pkcs7>(sealed)
+                        .map_err(padding),
+                    _ => Cbc256Dec::new_from_slices(k, iv)
+                        .map_err(bad)?
+                        .decrypt_padded_vec_mut::<Pkcs7>(sealed)
+                        .map_err(padding),
+                }
+            }
+            Cipher::Secretbox(k) => {
+                if data.len() < SECRETBOX_NONCE + SECRETBOX_TAG {
+                    return Err("the stored data was shorter than the required size".into());
+                }
+                let (nonce, sealed) = data.split_at(SECRETBOX_NONCE);
+                k.decrypt(crypto_secretbox::Nonce::from_slice(nonce), sealed)
+                    .map_err(|_| "output array was not large enough for encryption".to_owned())
+            }
+        }
+    }
 }
 
 /// Which resources an entry covers: (group, resource), `*` for any.
@@ -199,28 +344,32 @@ impl Encryption {
         };
         match chain.providers.first() {
             None | Some(Provider::Identity) => Ok(value),
-            Some(Provider::AesGcm(keys)) => {
+            Some(Provider::Keys(keys)) => {
                 let Some(k) = keys.first() else {
                     return Ok(value);
                 };
-                let mut nonce = [0u8; NONCE_LEN];
-                self.rng
-                    .fill(&mut nonce)
-                    .map_err(|_| "no randomness for an AES-GCM nonce".to_owned())?;
-                let mut sealed = value;
-                k.key
-                    .seal_in_place_append_tag(
-                        Nonce::assume_unique_for_key(nonce),
-                        Aad::from(key),
-                        &mut sealed,
-                    )
-                    .map_err(|_| "AES-GCM encryption failed".to_owned())?;
-                let mut out = Vec::with_capacity(k.prefix.len() + NONCE_LEN + sealed.len());
+                let data = k.cipher.seal(&self.rng, key, value)?;
+                let mut out = Vec::with_capacity(k.prefix.len() + data.len());
                 out.extend_from_slice(&k.prefix);
-                out.extend_from_slice(&nonce);
-                out.extend_from_slice(&sealed);
+                out.extend_from_slice(&data);
                 Ok(out)
             }
+        }
+    }
+
+    /// Whether `stored` (the bytes at `key`) was not written by the current first provider
+    /// and key: upstream's "stale" transformer result, which makes an update that changes
+    /// nothing still write, so `kubectl replace` of unchanged objects rotates keys.
+    pub fn stale(&self, key: &[u8], stored: &[u8]) -> bool {
+        let Some(chain) = self.chain(key) else {
+            return false;
+        };
+        match chain.providers.first() {
+            None => false,
+            Some(Provider::Identity) => stored.starts_with(ENCRYPTED_PREFIX),
+            Some(Provider::Keys(keys)) => keys
+                .first()
+                .is_none_or(|k| !stored.starts_with(k.prefix.as_slice())),
         }
     }
 
@@ -241,25 +390,12 @@ impl Encryption {
                     }
                     return Ok(Cow::Borrowed(stored));
                 }
-                Provider::AesGcm(keys) => {
+                Provider::Keys(keys) => {
                     for k in keys {
                         let Some(rest) = stored.strip_prefix(k.prefix.as_slice()) else {
                             continue;
                         };
-                        if rest.len() < NONCE_LEN {
-                            return Err("the stored data was shorter than the required size".into());
-                        }
-                        let (nonce, sealed) = rest.split_at(NONCE_LEN);
-                        let nonce = Nonce::try_assume_unique_for_key(nonce)
-                            .map_err(|_| "bad AES-GCM nonce".to_owned())?;
-                        let mut buf = sealed.to_vec();
-                        let plain_len = k
-                            .key
-                            .open_in_place(nonce, Aad::from(key), &mut buf)
-                            .map_err(|_| "cipher: message authentication failed".to_owned())?
-                            .len();
-                        buf.truncate(plain_len);
-                        return Ok(Cow::Owned(buf));
+                        return k.cipher.open(key, rest).map(Cow::Owned);
                     }
                 }
             }
@@ -278,27 +414,30 @@ fn provider(entry: &serde_json::Map<String, serde_json::Value>) -> Result<Provid
     };
     match name.as_str() {
         "identity" => Ok(Provider::Identity),
-        "aesgcm" => {
+        "aesgcm" | "aescbc" | "secretbox" => {
             let keys: KeysConfig =
-                serde_json::from_value(config.clone()).map_err(|e| format!("aesgcm: {e}"))?;
+                serde_json::from_value(config.clone()).map_err(|e| format!("{name}: {e}"))?;
             if keys.keys.is_empty() {
-                return Err("aesgcm.keys: Required value".into());
+                return Err(format!("{name}.keys: Required value"));
             }
             keys.keys
                 .iter()
                 .enumerate()
-                .map(|(i, k)| gcm_key(k).map_err(|e| format!("aesgcm.keys[{i}]: {e}")))
+                .map(|(i, k)| provider_key(name, k).map_err(|e| format!("{name}.keys[{i}].{e}")))
                 .collect::<Result<Vec<_>, _>>()
-                .map(Provider::AesGcm)
+                .map(Provider::Keys)
         }
-        "aescbc" | "secretbox" | "kms" => Err(format!(
-            "the {name} provider is not supported by this server (supported: identity, aesgcm)"
-        )),
+        "kms" => Err(
+            "the kms provider is not supported by this server (supported: identity, aesgcm, aescbc, secretbox)"
+                .into(),
+        ),
         other => Err(format!("unknown provider {other:?}")),
     }
 }
 
-fn gcm_key(k: &KeyConfig) -> Result<GcmKey, String> {
+/// One key of an `aesgcm`, `aescbc` or `secretbox` provider, checked as upstream's
+/// validation (name without ':', base64 secret of an allowed size).
+fn provider_key(provider: &str, k: &KeyConfig) -> Result<ProviderKey, String> {
     if k.name.is_empty() {
         return Err("name: Required value".into());
     }
@@ -308,22 +447,47 @@ fn gcm_key(k: &KeyConfig) -> Result<GcmKey, String> {
             k.name
         ));
     }
+    if k.secret.trim().is_empty() {
+        return Err("secret: Required value".into());
+    }
     let secret = base64::engine::general_purpose::STANDARD
         .decode(k.secret.trim())
-        .map_err(|e| format!("secret: Invalid value: secrets must be base64 encoded: {e}"))?;
-    let algorithm = match secret.len() {
-        16 => &aead::AES_128_GCM,
-        32 => &aead::AES_256_GCM,
-        n => {
-            return Err(format!(
-                "secret: Invalid value: aes-gcm keys must be 16 or 32 bytes long, got {n}"
-            ));
-        }
+        .map_err(|_| "secret: Invalid value: \"REDACTED\": secrets must be base64 encoded")?;
+    let sizes: &[usize] = match provider {
+        "aesgcm" => &[16, 24, 32],
+        "aescbc" => &[16, 24, 32],
+        _ => &[32],
     };
-    let key = UnboundKey::new(algorithm, &secret).map_err(|_| "secret: bad AES key".to_owned())?;
-    Ok(GcmKey {
-        prefix: format!("k8s:enc:aesgcm:v1:{}:", k.name).into_bytes(),
-        key: LessSafeKey::new(key),
+    if !sizes.contains(&secret.len()) {
+        return Err(format!(
+            "secret: Invalid value: \"REDACTED\": secret is not of the expected length, got {}, expected one of {sizes:?}",
+            secret.len()
+        ));
+    }
+    let cipher = match provider {
+        "aesgcm" => {
+            let algorithm = match secret.len() {
+                16 => &aead::AES_128_GCM,
+                32 => &aead::AES_256_GCM,
+                n => {
+                    return Err(format!(
+                        "secret: Invalid value: \"REDACTED\": this server's aes-gcm keys must be 16 or 32 bytes long, got {n}"
+                    ));
+                }
+            };
+            let key = UnboundKey::new(algorithm, &secret)
+                .map_err(|_| "secret: bad AES key".to_owned())?;
+            Cipher::Gcm(Box::new(LessSafeKey::new(key)))
+        }
+        "aescbc" => Cipher::Cbc(secret),
+        _ => Cipher::Secretbox(
+            crypto_secretbox::XSalsa20Poly1305::new_from_slice(&secret)
+                .map_err(|_| "secret: bad secretbox key".to_owned())?,
+        ),
+    };
+    Ok(ProviderKey {
+        prefix: format!("k8s:enc:{provider}:v1:{}:", k.name).into_bytes(),
+        cipher,
     })
 }
 
@@ -399,6 +563,63 @@ mod tests {
     }
 
     #[test]
+    fn aescbc_and_secretbox_round_trip_and_rotate() {
+        const KEY24: &str = "MTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0"; // 24 bytes
+        for (provider, secret) in [
+            ("aescbc", KEY1),
+            ("aescbc", KEY2),
+            ("aescbc", KEY24),
+            ("secretbox", KEY1),
+        ] {
+            let enc = config(&format!(
+                "  - {provider}:\n      keys:\n      - name: key1\n        secret: {secret}\n"
+            ));
+            for plain in [&b""[..], b"0123456789abcdef", b"{\"data\":\"hello\"}"] {
+                let sealed = enc.seal(SECRET, plain.to_vec()).unwrap();
+                let prefix = format!("k8s:enc:{provider}:v1:key1:");
+                assert!(sealed.starts_with(prefix.as_bytes()), "{provider}");
+                assert!(plain.is_empty() || !sealed.windows(plain.len()).any(|w| w == plain));
+                assert_eq!(&*enc.open(SECRET, &sealed).unwrap(), plain, "{provider}");
+                // Tampering is noticed (padding or authentication), never silently accepted
+                // as the original.
+                let mut bad = sealed.clone();
+                if let Some(last) = bad.last_mut() {
+                    *last ^= 0x55;
+                }
+                assert_ne!(
+                    enc.open(SECRET, &bad).ok().map(|v| v.into_owned()),
+                    Some(plain.to_vec())
+                );
+            }
+        }
+        let cbc = config(&format!(
+            "  - aescbc:\n      keys:\n      - name: key1\n        secret: {KEY1}\n"
+        ));
+        let old = cbc.seal(SECRET, b"v".to_vec()).unwrap();
+        let rotated = config(&format!(
+            "  - secretbox:\n      keys:\n      - name: key2\n        secret: {KEY1}\n  - aescbc:\n      keys:\n      - name: key1\n        secret: {KEY1}\n"
+        ));
+        assert_eq!(&*rotated.open(SECRET, &old).unwrap(), b"v");
+        let new = rotated.seal(SECRET, b"v".to_vec()).unwrap();
+        assert!(new.starts_with(b"k8s:enc:secretbox:v1:key2:"));
+        assert!(rotated.stale(SECRET, &old) && !rotated.stale(SECRET, &new));
+        assert!(!cbc.stale(SECRET, &old) && cbc.stale(SECRET, b"{}"));
+        // The key that wrote it is gone: a clear error, not garbage.
+        let dropped = config(&format!(
+            "  - secretbox:\n      keys:\n      - name: key2\n        secret: {KEY1}\n"
+        ));
+        assert_eq!(
+            dropped.open(SECRET, &old).unwrap_err(),
+            "no matching prefix found"
+        );
+        assert_eq!(
+            cbc.open(SECRET, b"k8s:enc:aescbc:v1:key1:short")
+                .unwrap_err(),
+            "the stored data was shorter than the required size"
+        );
+    }
+
+    #[test]
     fn bad_configurations_are_refused() {
         let bad = |providers: &str| {
             let text = format!(
@@ -406,13 +627,26 @@ mod tests {
             );
             Encryption::parse(text.as_bytes()).err().unwrap_or_default()
         };
-        assert!(
-            bad("  - aescbc:\n      keys:\n      - name: k\n        secret: {KEY1}\n")
-                .contains("not supported")
-        );
+        assert!(bad("  - kms:\n      name: k\n").contains("not supported"));
         assert!(
             bad("  - aesgcm:\n      keys:\n      - name: k\n        secret: c2hvcnQ=\n")
-                .contains("16 or 32 bytes")
+                .contains("got 5, expected one of [16, 24, 32]")
+        );
+        assert!(
+            bad(&format!(
+                "  - secretbox:\n      keys:\n      - name: k\n        secret: {KEY2}\n"
+            ))
+            .contains("secretbox.keys[0].secret: Invalid value: \"REDACTED\": secret is not of the expected length, got 16, expected one of [32]")
+        );
+        assert!(
+            bad("  - aescbc:\n      keys:\n      - name: k\n        secret: \"!!\"\n")
+                .contains("secrets must be base64 encoded")
+        );
+        assert!(
+            bad(&format!(
+                "  - aescbc:\n      keys:\n      - name: a:b\n        secret: {KEY1}\n"
+            ))
+            .contains("should not contain ':'")
         );
         assert!(bad("  - aesgcm:\n      keys: []\n").contains("Required"));
         assert!(bad("  - rot13: {}\n").contains("unknown provider"));

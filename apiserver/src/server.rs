@@ -221,9 +221,17 @@ async fn openapi(api: LazyOpenApi, req: Request) -> Response {
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    api.get()
-        .await
-        .serve(req.uri().path(), req.uri().query(), accept.as_deref())
+    let if_none_match = req
+        .headers()
+        .get(http::header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    api.get().await.serve_conditional(
+        req.uri().path(),
+        req.uri().query(),
+        accept.as_deref(),
+        if_none_match.as_deref(),
+    )
 }
 
 /// The router with the tier-1 pipeline: request info → audit ID → authentication → audit →

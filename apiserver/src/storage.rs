@@ -286,6 +286,26 @@ impl Storage {
             .transpose()
     }
 
+    /// Whether the value at `key` is stored under an encryption provider or key other than
+    /// the one writes use now (upstream's stale read): such a value is rewritten even by an
+    /// update that changes nothing.
+    pub fn stale(&self, key: &str) -> bool {
+        let Some(e) = &self.encryption else {
+            return false;
+        };
+        let req = pb::PbRangeRequest {
+            key: key.as_bytes().to_vec(),
+            ..Default::default()
+        };
+        match self.node.mvcc().range(&req) {
+            Ok(resp) => resp
+                .kvs
+                .first()
+                .is_some_and(|kv| e.stale(&kv.key, &kv.value)),
+            Err(_) => false,
+        }
+    }
+
     /// Lists keys under `prefix` in key order, starting after `start_after` (exclusive) when
     /// given, at `revision` (0 = current, linearizable), at most `limit` items (0 = all).
     pub async fn list(

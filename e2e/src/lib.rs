@@ -7,6 +7,9 @@
 //! The binary is found at `$CAPSTAN_BIN`, or next to the test executable's target directory
 //! (`target/<profile>/capstan`); `make test` builds it before the tests run.
 
+pub mod etcd_cluster;
+pub mod faultproxy;
+pub mod linearizability;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -3,7 +3,10 @@
 //! server's own store with stock etcdctl, the server stopped), `kubectl get secret` is
 //! unchanged, a restart with the same configuration reads them, secrets written before
 //! encryption was on stay readable through `identity`, and a rotated key list decrypts with
-//! the old key while writing with the new one.
+//! the old key while writing with the new one. The same for `aescbc` and `secretbox`: a
+//! secret written under aescbc is `k8s:enc:aescbc:v1:key1:` ciphertext; after a restart with
+//! `[secretbox key2, aescbc key1]` it still reads, and rewritten with
+//! `kubectl get secrets -o json | kubectl replace -f -` it is stored under secretbox.
 
 use std::path::Path;
 
@@ -170,4 +173,111 @@ fn secrets_are_aesgcm_ciphertext_at_rest_and_read_back_after_restart_and_rotatio
         .kubectl(&["get", "secret", "new", "-o", "json"])
         .expect("kubectl runs");
     assert!(!read && err.contains("InternalError"), "{err}");
+}
+
+/// A configuration whose `secrets` entry has the given provider list (YAML list items).
+fn config_with(dir: &Path, name: &str, providers: &str) -> String {
+    let text = format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources:\n  - secrets\n  providers:\n{providers}"
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write config");
+    path.to_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn aescbc_then_secretbox_rotation_with_kubectl_replace() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+
+    let cbc = config_with(
+        d,
+        "cbc.yaml",
+        &format!("  - aescbc:\n      keys:\n      - name: key1\n        secret: {KEY1}\n"),
+    );
+    let s = start(d, Some(&cbc));
+    create_secret(&s, "cbc", "cbc-secret-4a8");
+    assert_eq!(password(&s, "cbc"), "cbc-secret-4a8");
+    drop(s);
+    let bytes = stored(d, &["cbc"]);
+    assert!(
+        bytes[0].starts_with(b"k8s:enc:aescbc:v1:key1:"),
+        "{:?}",
+        String::from_utf8_lossy(&bytes[0])
+    );
+    let encoded = base64::engine::general_purpose::STANDARD.encode("cbc-secret-4a8");
+    for plain in ["cbc-secret-4a8", encoded.as_str(), "\"kind\"", "Secret"] {
+        assert!(!contains(&bytes[0], plain), "{plain} in the stored bytes");
+    }
+    // IV (16) + whole AES blocks after the prefix.
+    let body = bytes[0].len() - b"k8s:enc:aescbc:v1:key1:".len();
+    assert!(body >= 32 && body.is_multiple_of(16), "{body}");
+
+    // Rotation: secretbox key2 encrypts, aescbc key1 still decrypts.
+    let rotated = config_with(
+        d,
+        "rotated.yaml",
+        &format!(
+            "  - secretbox:\n      keys:\n      - name: key2\n        secret: {KEY1}\n  - aescbc:\n      keys:\n      - name: key1\n        secret: {KEY1}\n"
+        ),
+    );
+    let s = start(d, Some(&rotated));
+    assert_eq!(password(&s, "cbc"), "cbc-secret-4a8");
+    create_secret(&s, "box", "box-secret-1b3");
+    assert_eq!(password(&s, "box"), "box-secret-1b3");
+    drop(s);
+    let bytes = stored(d, &["cbc", "box"]);
+    assert!(bytes[0].starts_with(b"k8s:enc:aescbc:v1:key1:"));
+    assert!(
+        bytes[1].starts_with(b"k8s:enc:secretbox:v1:key2:"),
+        "{:?}",
+        String::from_utf8_lossy(&bytes[1])
+    );
+    assert!(!contains(&bytes[1], "box-secret-1b3"));
+
+    // Rewriting every secret (get -o json | replace -f -) moves the old one to secretbox.
+    let s = start(d, Some(&rotated));
+    let all = ok(&s, &["get", "secrets", "-o", "json"]);
+    let file = d.join("secrets.json");
+    std::fs::write(&file, all).expect("write secrets");
+    let replaced = ok(&s, &["replace", "-f", file.to_str().unwrap_or_default()]);
+    assert!(replaced.contains("secret/cbc replaced"), "{replaced}");
+    assert_eq!(password(&s, "cbc"), "cbc-secret-4a8");
+    drop(s);
+    let bytes = stored(d, &["cbc", "box"]);
+    assert!(
+        bytes[0].starts_with(b"k8s:enc:secretbox:v1:key2:"),
+        "{:?}",
+        String::from_utf8_lossy(&bytes[0])
+    );
+
+    // Dropping key2 leaves the rewritten secret unreadable: an error, not garbage.
+    let only_cbc = config_with(
+        d,
+        "only-cbc.yaml",
+        &format!("  - aescbc:\n      keys:\n      - name: key1\n        secret: {KEY1}\n"),
+    );
+    let s = start(d, Some(&only_cbc));
+    let (read, _, err) = s
+        .kubectl(&["get", "secret", "cbc", "-o", "json"])
+        .expect("kubectl runs");
+    assert!(!read && err.contains("InternalError"), "{err}");
+    drop(s);
+
+    // A bad key size is refused at start-up with upstream's message.
+    let bad = config_with(
+        d,
+        "bad.yaml",
+        &format!("  - secretbox:\n      keys:\n      - name: k\n        secret: {KEY2}\n"),
+    );
+    let started =
+        ServerProcess::start_with(&d.join("data"), &["--encryption-provider-config", &bad]);
+    match started {
+        Ok(s) => panic!("a 16-byte secretbox key must be refused; log: {}", s.log()),
+        Err(e) => assert!(
+            e.to_string()
+                .contains("secret is not of the expected length, got 16, expected one of [32]"),
+            "{e}"
+        ),
+    }
 }

@@ -14,7 +14,8 @@ fn server() -> (tempfile::TempDir, ServerProcess) {
         &[
             "--nodes=0",
             "--disable-controller-manager",
-            "--disable-admission-plugins=ServiceAccount",
+            // No node lifecycle controller lifts TaintNodesByCondition's not-ready taint.
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
         ],
     )
     .expect("server");
@@ -363,7 +364,8 @@ fn a_standalone_scheduler_serves_its_profiles_elects_a_leader_and_exports_metric
             "--nodes=0",
             "--disable-controller-manager",
             "--disable-scheduler",
-            "--disable-admission-plugins=ServiceAccount",
+            // No node lifecycle controller lifts TaintNodesByCondition's not-ready taint.
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
         ],
     )
     .expect("server");

@@ -277,6 +277,33 @@ pub struct NodeInfo {
     pub ports: Vec<HostPort>,
     /// Hash of the fields scheduling depends on, to tell relevant updates from heartbeats.
     pub sched_hash: u64,
+    /// Matching-pod counts already computed for this node's current pods, by selector
+    /// fingerprint (see [`NodeInfo::memo_count`]); emptied whenever its pods change.
+    pub match_memo: MatchMemo,
+}
+
+/// Memoized per-node counts of pods matching a selector, so PodTopologySpread does not
+/// re-match every pod of every node for each pod it scores (the counts only change on the
+/// node that gains or loses a pod).
+#[derive(Debug, Default)]
+pub struct MatchMemo(std::sync::Mutex<HashMap<u64, i64>>);
+
+impl Clone for MatchMemo {
+    fn clone(&self) -> Self {
+        MatchMemo(std::sync::Mutex::new(self.lock().clone()))
+    }
+}
+
+impl MatchMemo {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, i64>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn clear(&self) {
+        self.lock().clear();
+    }
 }
 
 impl NodeInfo {
@@ -318,12 +345,29 @@ impl NodeInfo {
         self.non_zero_memory += p.non_zero_memory;
         self.ports.extend(p.ports.iter().cloned());
         self.pods.push(p);
+        self.match_memo.clear();
+    }
+
+    /// The count `compute` gives for this node's current pods, computed once per
+    /// `fingerprint` (which must identify everything `compute` depends on besides the pods).
+    pub fn memo_count(&self, fingerprint: u64, compute: impl FnOnce(&NodeInfo) -> i64) -> i64 {
+        if let Some(n) = self.match_memo.lock().get(&fingerprint) {
+            return *n;
+        }
+        let n = compute(self);
+        let mut memo = self.match_memo.lock();
+        if memo.len() >= 64 {
+            memo.clear();
+        }
+        memo.insert(fingerprint, n);
+        n
     }
 
     /// Removes a pod's accounting; returns it when it was there.
     pub fn remove_pod(&mut self, key: &str) -> Option<Arc<PodInfo>> {
         let i = self.pods.iter().position(|p| p.key == key)?;
         let p = self.pods.swap_remove(i);
+        self.match_memo.clear();
         self.requested.sub(&p.requests);
         self.non_zero_cpu -= p.non_zero_cpu;
         self.non_zero_memory -= p.non_zero_memory;
@@ -395,6 +439,7 @@ impl Cache {
                 return NodeChange::Unchanged;
             }
             fresh.pods = std::mem::take(&mut old.pods);
+            fresh.match_memo = std::mem::take(&mut old.match_memo);
             fresh.requested = old.requested.clone();
             fresh.non_zero_cpu = old.non_zero_cpu;
             fresh.non_zero_memory = old.non_zero_memory;

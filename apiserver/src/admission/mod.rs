@@ -15,9 +15,11 @@
 pub mod default_toleration_seconds;
 pub mod limit_ranger;
 pub mod node_restriction;
+pub mod pod_security;
 pub mod priority;
 pub mod resource_quota;
 pub mod service_account;
+pub mod taint_nodes;
 
 use std::future::Future;
 
@@ -206,6 +208,8 @@ pub const IMPLEMENTED: &[&str] = &[
     "LimitRanger",
     "ServiceAccount",
     "NodeRestriction",
+    "TaintNodesByCondition",
+    "PodSecurity",
     "Priority",
     "DefaultTolerationSeconds",
     "ResourceQuota",
@@ -218,6 +222,8 @@ pub const DEFAULT_ON: &[&str] = &[
     "LimitRanger",
     "ServiceAccount",
     "NodeRestriction",
+    "TaintNodesByCondition",
+    "PodSecurity",
     "Priority",
     "DefaultTolerationSeconds",
     "ResourceQuota",
@@ -292,6 +298,10 @@ impl Chain {
                     validating.push(Box::new(service_account::ServiceAccount));
                 }
                 "NodeRestriction" => mutating.push(Box::new(node_restriction::NodeRestriction)),
+                "TaintNodesByCondition" => {
+                    mutating.push(Box::new(taint_nodes::TaintNodesByCondition))
+                }
+                "PodSecurity" => validating.push(Box::new(pod_security::PodSecurity)),
                 "Priority" => {
                     mutating.push(Box::new(priority::Priority));
                     validating.push(Box::new(priority::Priority));
@@ -456,6 +466,43 @@ pub struct Request {
     pub user: UserInfo,
     /// The parsed request.
     pub info: RequestInfo,
+    /// Warnings plugins add, returned as `Warning` headers.
+    pub warnings: Warnings,
+    /// The request's audit state, for plugins' audit annotations.
+    pub audit: Option<crate::audit::AuditHandle>,
+}
+
+/// Warnings collected while serving a request (upstream's `warning.AddWarning`).
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// Adds a warning (duplicates are dropped, as upstream's recorder does).
+    pub fn add(&self, text: String) {
+        let mut w = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !w.contains(&text) {
+            w.push(text);
+        }
+    }
+
+    /// The warnings so far.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Adds a warning to the current request's response (nothing outside a request).
+pub fn warn(text: String) {
+    let _ = REQUEST.try_with(|r| r.warnings.add(text));
+}
+
+/// Adds an annotation to the current request's audit events, if auditing is on.
+pub fn audit_annotation(key: &str, value: &str) {
+    let _ = REQUEST.try_with(|r| {
+        if let Some(a) = &r.audit {
+            a.add_annotation(key, value);
+        }
+    });
 }
 
 tokio::task_local! {
@@ -500,6 +547,8 @@ mod tests {
                 "NamespaceLifecycle",
                 "LimitRanger",
                 "NodeRestriction",
+                "TaintNodesByCondition",
+                "PodSecurity",
                 "Priority",
                 "DefaultTolerationSeconds",
                 "ResourceQuota"
@@ -522,6 +571,6 @@ mod tests {
             enable: vec![],
             disable: vec!["PodSecurity".into()],
         };
-        assert_eq!(off.enabled().unwrap().len(), 7);
+        assert_eq!(off.enabled().unwrap().len(), 8);
     }
 }

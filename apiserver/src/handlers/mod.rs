@@ -183,11 +183,15 @@ pub async fn dispatch(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
             .unwrap_or_else(|| {
                 RequestInfo::parse(req.method(), req.uri().path(), req.uri().query())
             }),
+        warnings: crate::admission::Warnings::default(),
+        audit: req.extensions().get::<crate::audit::AuditHandle>().cloned(),
     };
-    match crate::admission::scope(admission, serve(&ctx, req)).await {
+    let warnings = admission.warnings.clone();
+    let resp = match crate::admission::scope(admission, serve(&ctx, req)).await {
         Ok(resp) => resp,
         Err(err) => err.into_response(),
-    }
+    };
+    with_warnings(resp, &warnings.take())
 }
 
 async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
@@ -974,7 +978,8 @@ async fn store_update(
         }
         return Ok(new);
     }
-    if object::same_but_resource_version(&new, old) {
+    // Unchanged objects are not written, unless stored under an old encryption key.
+    if object::same_but_resource_version(&new, old) && !ctx.storage.stale(&key) {
         if let Some(m) = object::meta(&mut new) {
             m.insert("resourceVersion".into(), json!(expected.to_string()));
         }

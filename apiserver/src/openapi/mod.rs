@@ -1,7 +1,7 @@
 //! OpenAPI documents of the served resources, generated at start-up from the k8s-openapi types
 //! (their schemars JSON Schemas) and the registry: the v3 index (`/openapi/v3`), one v3
 //! document per group version (`/openapi/v3/api/v1`, `/openapi/v3/apis/<group>/<version>`),
-//! and a Swagger 2.0 document converted from them (`/openapi/v2`, JSON only).
+//! and a Swagger 2.0 document converted from them (`/openapi/v2`, JSON or gnostic protobuf).
 //!
 //! kubectl needs the v3 documents for `apply`/`create`/`edit`/`diff` (its server-side
 //! validation gate: the kind's `patch` operation must list `fieldValidation`) and for
@@ -13,7 +13,7 @@
 //! Module map: `kinds` (kind → k8s-openapi type), `schemas` (`components.schemas`),
 //! `extensions` (the `x-kubernetes-*` patch/list/map extensions), `enums` (`enum` values of
 //! `+enum` string fields), `paths`
-//! (operations), `v2` (the Swagger 2.0 conversion).
+//! (operations), `v2` (the Swagger 2.0 conversion), `v2_proto` (its protobuf encoding).
 
 mod enums;
 mod extensions;
@@ -23,6 +23,7 @@ mod schemas;
 #[cfg(test)]
 mod tests;
 mod v2;
+mod v2_proto;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -38,6 +39,13 @@ use crate::registry::Registry;
 
 /// The content type of the documents.
 const JSON: &str = "application/json";
+/// What kube-openapi's `http.ServeContent` labels the protobuf v2 document with: it sets no
+/// type, so Go sniffs the binary body. (The negotiated media type itself, with its `@`, is
+/// no valid `Content-Type`: client-go's `mime.ParseMediaType` rejects it.)
+const OCTET_STREAM: &str = "application/octet-stream";
+/// The media types clients ask for the protobuf v2 document with (current and older spelling).
+const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+const V2_PROTOBUF_OLD: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
 /// One serialized document and its hash (kube-openapi's: upper-case hex SHA-512).
 struct Document {
@@ -47,7 +55,10 @@ struct Document {
 
 impl Document {
     fn new(value: &Value) -> Self {
-        let body = serde_json::to_vec(value).unwrap_or_default();
+        Self::from_bytes(serde_json::to_vec(value).unwrap_or_default())
+    }
+
+    fn from_bytes(body: Vec<u8>) -> Self {
         let hash = Sha512::digest(&body)
             .iter()
             .map(|b| format!("{b:02X}"))
@@ -63,10 +74,15 @@ impl Document {
 pub struct OpenApi {
     /// The v3 index (`/openapi/v3`).
     index: bytes::Bytes,
+    /// When the documents were built: the v2 document's `Last-Modified` (kube-openapi's
+    /// `lastModified`, set when the spec is built, as `http.ServeContent` sends it).
+    last_modified: String,
     /// v3 documents by index key: `api/v1`, `apis/apps/v1`, …
     v3: BTreeMap<String, Document>,
     /// The Swagger 2.0 document.
     v2: Document,
+    /// Its protobuf encoding (`openapi.v2.Document`), built on first request.
+    v2_proto: std::sync::OnceLock<Document>,
 }
 
 impl std::fmt::Debug for OpenApi {
@@ -172,7 +188,17 @@ impl OpenApi {
         let index = serde_json::to_vec(&json!({ "paths": index_paths }))
             .unwrap_or_default()
             .into();
-        let api = OpenApi { index, v3, v2 };
+        let last_modified = jiff::Timestamp::now()
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .strftime("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string();
+        let api = OpenApi {
+            index,
+            last_modified,
+            v3,
+            v2,
+            v2_proto: std::sync::OnceLock::new(),
+        };
         tracing::info!(
             elapsed_ms = started.elapsed().as_millis() as u64,
             documents = api.v3.len(),
@@ -187,8 +213,9 @@ impl OpenApi {
     /// `/openapi/v2` (request path, query, `Accept` header) with a complete response, as
     /// kube-openapi does: GV documents carry `ETag: "<HASH>"`; with a matching `hash` they are
     /// `Cache-Control: public, immutable` with a one-year `Expires`, with a stale one a 301 to
-    /// the current URL; without `hash`, `Cache-Control: no-cache, private`. An `Accept` that
-    /// excludes `application/json` gets 406; an unknown document 404.
+    /// the current URL; without `hash`, `Cache-Control: no-cache, private`. `/openapi/v2` is
+    /// JSON or, when the `Accept` prefers it, gnostic protobuf with its own ETag. An `Accept`
+    /// that admits none of the served forms gets 406; an unknown document 404.
     pub fn serve(&self, path: &str, query: Option<&str>, accept: Option<&str>) -> Response {
         let document = match path {
             "/openapi/v3" => None,
@@ -201,11 +228,23 @@ impl OpenApi {
                 None => return not_found(),
             },
         };
-        if !accepts_json(accept) {
+        let v2 = path == "/openapi/v2";
+        let content_type = if v2 {
+            match negotiate_v2(accept) {
+                Some(t) => t,
+                None => return plain(StatusCode::NOT_ACCEPTABLE, "406 Not Acceptable\n"),
+            }
+        } else if accepts_json(accept) {
+            JSON
+        } else {
             return plain(StatusCode::NOT_ACCEPTABLE, "406 Not Acceptable\n");
-        }
+        };
+        let protobuf = content_type != JSON;
         let mut headers = HeaderMap::new();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(if protobuf { OCTET_STREAM } else { JSON }),
+        );
         headers.insert(header::VARY, HeaderValue::from_static("Accept"));
         let Some((key, doc)) = document else {
             headers.insert(
@@ -214,8 +253,13 @@ impl OpenApi {
             );
             return (StatusCode::OK, headers, Body::from(self.index.clone())).into_response();
         };
+        let proto_doc = protobuf.then(|| self.v2_protobuf());
+        let doc = proto_doc.unwrap_or(doc);
         if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", doc.hash)) {
             headers.insert(header::ETAG, etag);
+        }
+        if v2 && let Ok(modified) = HeaderValue::from_str(&self.last_modified) {
+            headers.insert(header::LAST_MODIFIED, modified);
         }
         let hash = if key.is_empty() {
             None // v2 has no hash URLs.
@@ -254,6 +298,97 @@ impl OpenApi {
         }
         (StatusCode::OK, headers, Body::from(doc.body.clone())).into_response()
     }
+
+    /// [`OpenApi::serve`] with `If-None-Match`: a response whose `ETag` is listed there (or
+    /// `*`) becomes a 304 without body, as Go's `http.ServeContent` answers in kube-openapi.
+    pub fn serve_conditional(
+        &self,
+        path: &str,
+        query: Option<&str>,
+        accept: Option<&str>,
+        if_none_match: Option<&str>,
+    ) -> Response {
+        let resp = self.serve(path, query, accept);
+        let (Some(inm), Some(etag)) = (if_none_match, resp.headers().get(header::ETAG)) else {
+            return resp;
+        };
+        if resp.status() != StatusCode::OK || !etag_matches(inm, etag.as_bytes()) {
+            return resp;
+        }
+        let mut headers = HeaderMap::new();
+        for name in [
+            header::ETAG,
+            header::CACHE_CONTROL,
+            header::VARY,
+            header::EXPIRES,
+            header::LAST_MODIFIED,
+        ] {
+            if let Some(v) = resp.headers().get(&name) {
+                headers.insert(name, v.clone());
+            }
+        }
+        (StatusCode::NOT_MODIFIED, headers).into_response()
+    }
+
+    /// The protobuf v2 document and its own hash (kube-openapi caches the encoding and its
+    /// ETag separately from the JSON's), encoded on first use from the JSON document.
+    fn v2_protobuf(&self) -> &Document {
+        self.v2_proto.get_or_init(|| {
+            let started = Instant::now();
+            let value: Value = serde_json::from_slice(&self.v2.body).unwrap_or(Value::Null);
+            let encoded = Document::from_bytes(v2_proto::encode(&value));
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                bytes = encoded.body.len(),
+                "encoded the OpenAPI v2 document as protobuf"
+            );
+            encoded
+        })
+    }
+}
+
+/// Whether `If-None-Match` (a list of entity tags, weak or strong, or `*`) lists `etag`.
+fn etag_matches(if_none_match: &str, etag: &[u8]) -> bool {
+    if_none_match.split(',').any(|t| {
+        let t = t.trim();
+        t == "*" || t.trim_start_matches("W/").as_bytes() == etag
+    })
+}
+
+/// The content type `/openapi/v2` answers `accept` with, as kube-openapi's handler negotiates:
+/// the clauses by descending quality (header order among equals), the first one matching
+/// JSON or one of the protobuf types (wildcards match JSON first); no header means JSON;
+/// `None` is a 406.
+fn negotiate_v2(accept: Option<&str>) -> Option<&'static str> {
+    let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty()) else {
+        return Some(JSON);
+    };
+    let mut clauses: Vec<(f32, String)> = accept
+        .split(',')
+        .map(|clause| {
+            let mut parts = clause.split(';');
+            let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let q = parts
+                .find_map(|p| {
+                    p.trim()
+                        .strip_prefix("q=")
+                        .map(str::trim)
+                        .map(str::to_owned)
+                })
+                .and_then(|q| q.parse::<f32>().ok())
+                .unwrap_or(1.0);
+            (q, range)
+        })
+        .filter(|(q, _)| *q > 0.0)
+        .collect();
+    clauses.sort_by(|a, b| b.0.total_cmp(&a.0));
+    clauses.iter().find_map(|(_, range)| match range.as_str() {
+        "application/json" | "application/*" | "*/*" => Some(JSON),
+        // As kube-openapi: both spellings are accepted, the answer is always labelled with
+        // the one Go's mime parser accepts (an `@` makes kubectl's validation fail).
+        V2_PROTOBUF | V2_PROTOBUF_OLD => Some(V2_PROTOBUF_OLD),
+        _ => None,
+    })
 }
 
 fn plain(status: StatusCode, body: &'static str) -> Response {

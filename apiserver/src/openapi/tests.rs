@@ -442,17 +442,47 @@ async fn accept_and_unknown_documents() {
             .status(),
         StatusCode::NOT_ACCEPTABLE
     );
-    // kubectl's v2 request (protobuf only) gets 406, as from a server without protobuf v2.
-    assert_eq!(
-        api()
-            .serve(
-                "/openapi/v2",
-                Some("timeout=32s"),
-                Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
-            )
-            .status(),
-        StatusCode::NOT_ACCEPTABLE
+    // kubectl's v2 request (protobuf only) gets the protobuf document; v2 refuses what is
+    // neither JSON nor protobuf.
+    let resp = api().serve(
+        "/openapi/v2",
+        Some("timeout=32s"),
+        Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"),
     );
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(
+        header(&resp, http::header::CONTENT_TYPE),
+        Some("application/octet-stream")
+    );
+    for (accept, expected) in [
+        (
+            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+            Some("application/octet-stream"),
+        ),
+        ("*/*", Some("application/json")),
+        (
+            "application/json;q=0.5, application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+            Some("application/octet-stream"),
+        ),
+        ("text/html", None),
+        (
+            "application/com.github.proto-openapi.spec.v3@v1.0+protobuf",
+            None,
+        ),
+    ] {
+        let resp = api().serve("/openapi/v2", None, Some(accept));
+        match expected {
+            Some(t) => {
+                assert_eq!(resp.status(), StatusCode::OK, "{accept}");
+                assert_eq!(
+                    header(&resp, http::header::CONTENT_TYPE),
+                    Some(t),
+                    "{accept}"
+                );
+            }
+            None => assert_eq!(resp.status(), StatusCode::NOT_ACCEPTABLE, "{accept}"),
+        }
+    }
     for missing in [
         "/openapi/v3/apis/apps/v1beta1",
         "/openapi/v3/apis/resource.k8s.io/v1beta1",
@@ -588,7 +618,7 @@ async fn serves_through_an_axum_route() {
         (
             "/openapi/v2?timeout=32s",
             "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
-            StatusCode::NOT_ACCEPTABLE,
+            StatusCode::OK,
         ),
         ("/openapi/v2", "application/json", StatusCode::OK),
         (
@@ -605,4 +635,198 @@ async fn serves_through_an_axum_route() {
         let resp = app.clone().oneshot(req).await.unwrap();
         assert_eq!(resp.status(), status, "{uri}");
     }
+}
+
+async fn v2_protobuf() -> (Response, super::v2_proto::Document) {
+    let resp = api().serve(
+        "/openapi/v2",
+        None,
+        Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"),
+    );
+    assert_eq!(resp.status(), StatusCode::OK);
+    let (parts, b) = resp.into_parts();
+    let bytes = axum::body::to_bytes(b, usize::MAX).await.unwrap();
+    let doc = <super::v2_proto::Document as prost::Message>::decode(bytes.as_ref()).unwrap();
+    (Response::from_parts(parts, axum::body::Body::empty()), doc)
+}
+
+fn named<'a>(list: &'a [super::v2_proto::NamedSchema], name: &str) -> &'a super::v2_proto::Schema {
+    list.iter()
+        .find(|n| n.name == name)
+        .and_then(|n| n.value.as_ref())
+        .unwrap_or_else(|| panic!("{name} missing"))
+}
+
+#[tokio::test]
+async fn v2_protobuf_round_trips_and_matches_the_json_document() {
+    use super::v2_proto::*;
+    let (resp, doc) = v2_protobuf().await;
+    let json = get_json("/openapi/v2", None).await;
+    // Its own ETag (the hash of the encoding), not the JSON form's.
+    let json_resp = api().serve("/openapi/v2", None, Some("application/json"));
+    assert_ne!(
+        header(&resp, http::header::ETAG),
+        header(&json_resp, http::header::ETAG)
+    );
+    assert_eq!(doc, document(&json));
+    assert_eq!(doc.swagger, "2.0");
+    assert_eq!(doc.info.as_ref().unwrap().title, "Kubernetes");
+    let defs = &doc.definitions.as_ref().unwrap().additional_properties;
+    assert_eq!(defs.len(), json["definitions"].as_object().unwrap().len());
+    // The Pod definition: properties, type, description, the GVK extension as YAML.
+    let pod = named(defs, "io.k8s.api.core.v1.Pod");
+    assert_eq!(
+        pod.r#type.as_ref().unwrap().value,
+        vec!["object".to_owned()]
+    );
+    assert!(
+        pod.description
+            .starts_with("Pod is a collection of containers")
+    );
+    let props = &pod.properties.as_ref().unwrap().additional_properties;
+    let names: Vec<&str> = props.iter().map(|p| p.name.as_str()).collect();
+    for want in ["apiVersion", "kind", "metadata", "spec", "status"] {
+        assert!(names.contains(&want), "{want} in {names:?}");
+    }
+    assert_eq!(
+        named(props, "spec").r#ref,
+        "#/definitions/io.k8s.api.core.v1.PodSpec"
+    );
+    let gvk = pod
+        .vendor_extension
+        .iter()
+        .find(|e| e.name == "x-kubernetes-group-version-kind")
+        .and_then(|e| e.value.as_ref())
+        .unwrap();
+    let parsed: Value = serde_json::from_str(gvk.yaml.trim_end()).unwrap();
+    assert_eq!(parsed[0]["kind"], "Pod");
+    assert_eq!(parsed[0]["version"], "v1");
+    // A scalar extension is a plain YAML scalar; containers are arrays of Container refs.
+    let spec = named(defs, "io.k8s.api.core.v1.PodSpec");
+    let spec_props = &spec.properties.as_ref().unwrap().additional_properties;
+    let containers = named(spec_props, "containers");
+    assert_eq!(
+        containers.r#type.as_ref().unwrap().value,
+        vec!["array".to_owned()]
+    );
+    assert_eq!(
+        containers.items.as_ref().unwrap().schema[0].r#ref,
+        "#/definitions/io.k8s.api.core.v1.Container"
+    );
+    let ext = |name: &str| {
+        containers
+            .vendor_extension
+            .iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value.as_ref())
+            .map(|a| a.yaml.clone())
+    };
+    assert_eq!(
+        ext("x-kubernetes-patch-strategy").as_deref(),
+        Some("merge\n")
+    );
+    assert_eq!(
+        ext("x-kubernetes-patch-merge-key").as_deref(),
+        Some("name\n")
+    );
+    let volumes = named(spec_props, "volumes");
+    assert!(
+        volumes
+            .vendor_extension
+            .iter()
+            .any(|e| e.name == "x-kubernetes-patch-strategy"
+                && e.value.as_ref().unwrap().yaml == "merge,retainKeys\n")
+    );
+    // A map: additionalProperties is a schema.
+    let selector = named(spec_props, "nodeSelector");
+    match selector
+        .additional_properties
+        .as_ref()
+        .and_then(|a| a.oneof.as_ref())
+    {
+        Some(AdditionalProperties::Schema(s)) => {
+            assert_eq!(s.r#type.as_ref().unwrap().value, vec!["string".to_owned()])
+        }
+        other => panic!("{other:?}"),
+    }
+    // A path's parameters: the path-level name/namespace parameters, the body of a create.
+    let paths = &doc.paths.as_ref().unwrap().path;
+    let item = paths
+        .iter()
+        .find(|p| p.name == "/api/v1/namespaces/{namespace}/pods/{name}")
+        .and_then(|p| p.value.as_ref())
+        .unwrap();
+    let path_params: Vec<&str> = item
+        .parameters
+        .iter()
+        .filter_map(|p| match p.parameter.as_ref()?.oneof.as_ref()? {
+            ParameterKind::NonBodyParameter(NonBodyParameter {
+                oneof: Some(NonBodyKind::Path(p)),
+            }) => Some(p.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(path_params.contains(&"name"), "{path_params:?}");
+    assert!(path_params.contains(&"namespace"), "{path_params:?}");
+    let get = item.get.as_ref().unwrap();
+    assert!(
+        get.responses
+            .as_ref()
+            .unwrap()
+            .response_code
+            .iter()
+            .any(|r| r.name == "200")
+    );
+    assert!(
+        get.vendor_extension
+            .iter()
+            .any(|e| e.name == "x-kubernetes-action" && e.value.as_ref().unwrap().yaml == "get\n")
+    );
+    let collection = paths
+        .iter()
+        .find(|p| p.name == "/api/v1/namespaces/{namespace}/pods")
+        .and_then(|p| p.value.as_ref())
+        .unwrap();
+    let body_param = collection
+        .post
+        .as_ref()
+        .unwrap()
+        .parameters
+        .iter()
+        .find_map(|p| match p.parameter.as_ref()?.oneof.as_ref()? {
+            ParameterKind::BodyParameter(b) => Some(b),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(body_param.r#in, "body");
+    assert!(body_param.required);
+    assert_eq!(
+        body_param.schema.as_ref().unwrap().r#ref,
+        "#/definitions/io.k8s.api.core.v1.Pod"
+    );
+}
+
+#[test]
+fn yaml_scalars_read_back_as_the_same_value() {
+    use super::v2_proto::yaml;
+    assert_eq!(yaml(&serde_json::json!("merge")), "merge\n");
+    assert_eq!(yaml(&serde_json::json!("true")), "\"true\"\n");
+    assert_eq!(yaml(&serde_json::json!("1.5")), "\"1.5\"\n");
+    assert_eq!(yaml(&serde_json::json!("a: b")), "\"a: b\"\n");
+    assert_eq!(yaml(&serde_json::json!("")), "\"\"\n");
+    assert_eq!(yaml(&serde_json::json!(true)), "true\n");
+    assert_eq!(yaml(&serde_json::json!(["a", 1])), "[\"a\",1]\n");
+}
+
+#[tokio::test]
+async fn v2_if_none_match_gets_304() {
+    let proto = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+    let resp = api().serve("/openapi/v2", None, Some(proto));
+    let etag = header(&resp, http::header::ETAG).unwrap().to_owned();
+    let again = api().serve_conditional("/openapi/v2", None, Some(proto), Some(&etag));
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(header(&again, http::header::ETAG), Some(etag.as_str()));
+    assert!(body(again).await.is_empty());
+    let stale = api().serve_conditional("/openapi/v2", None, Some(proto), Some("\"x\""));
+    assert_eq!(stale.status(), StatusCode::OK);
 }

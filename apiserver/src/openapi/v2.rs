@@ -1,9 +1,9 @@
 //! The Swagger 2.0 (OpenAPI v2) document, converted from the v3 documents: one document for all
 //! group versions, schemas under `definitions`, request bodies as `in: body` parameters.
 //!
-//! Served as JSON only. kubectl asks for `/openapi/v2` in protobuf
-//! (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`) and gets 406, which it
-//! treats like a server without v2; it needs v2 only when the v3 documents fail it.
+//! Served as JSON, and in gnostic protobuf (`v2_proto`) for
+//! `Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf`, which is what
+//! kubectl asks for (`explain --output=plaintext-openapiv2`, older kubectl's `apply`).
 
 use serde_json::{Map, Value, json};
 

@@ -1,9 +1,10 @@
-//! Cluster service: MemberList (the real membership); membership changes are not yet
-//! supported.
+//! Cluster service: MemberList (the real membership). Membership changes are validated
+//! as etcd's `ValidateConfigurationChange` does (unknown ids, duplicate peer URLs,
+//! promoting a voter) but changes that pass validation are not yet supported.
 
 use std::sync::Arc;
 
-use tonic::{Request, Response, Status};
+use tonic::{Code, Request, Response, Status};
 
 use super::Shared;
 use super::status::unsupported;
@@ -52,26 +53,80 @@ impl ClusterService {
     }
 }
 
+/// etcd's `ErrGRPCMemberNotFound`.
+fn member_not_found() -> Status {
+    Status::new(Code::NotFound, "etcdserver: member not found")
+}
+
+/// etcd's `ErrGRPCPeerURLExist`.
+fn peer_urls_exist() -> Status {
+    Status::new(
+        Code::FailedPrecondition,
+        "etcdserver: Peer URLs already exists",
+    )
+}
+
+/// etcd's `ErrGRPCMemberNotLearner`.
+fn member_not_learner() -> Status {
+    Status::new(
+        Code::FailedPrecondition,
+        "etcdserver: can only promote a learner member",
+    )
+}
+
+impl ClusterService {
+    /// Fails with etcd's error when `id` is not a member.
+    fn require_member(&self, id: u64) -> Result<(), Status> {
+        match self.shared.node.membership().get(id) {
+            Some(_) => Ok(()),
+            None => Err(member_not_found()),
+        }
+    }
+
+    /// Fails with etcd's error when any of `urls` is a peer URL of a member other than
+    /// `except`.
+    fn require_unused_peer_urls(&self, urls: &[String], except: Option<u64>) -> Result<(), Status> {
+        let taken = self
+            .shared
+            .node
+            .membership()
+            .list()
+            .into_iter()
+            .filter(|m| Some(m.id) != except)
+            .any(|m| m.peer_urls.iter().any(|u| urls.contains(u)));
+        if taken {
+            Err(peer_urls_exist())
+        } else {
+            Ok(())
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl pb::PbClusterService for ClusterService {
     async fn member_add(
         &self,
-        _request: Request<pb::PbMemberAddRequest>,
+        request: Request<pb::PbMemberAddRequest>,
     ) -> Result<Response<pb::PbMemberAddResponse>, Status> {
+        self.require_unused_peer_urls(&request.get_ref().peer_ur_ls, None)?;
         Err(unsupported("Cluster.MemberAdd"))
     }
 
     async fn member_remove(
         &self,
-        _request: Request<pb::PbMemberRemoveRequest>,
+        request: Request<pb::PbMemberRemoveRequest>,
     ) -> Result<Response<pb::PbMemberRemoveResponse>, Status> {
+        self.require_member(request.get_ref().id)?;
         Err(unsupported("Cluster.MemberRemove"))
     }
 
     async fn member_update(
         &self,
-        _request: Request<pb::PbMemberUpdateRequest>,
+        request: Request<pb::PbMemberUpdateRequest>,
     ) -> Result<Response<pb::PbMemberUpdateResponse>, Status> {
+        let req = request.get_ref();
+        self.require_member(req.id)?;
+        self.require_unused_peer_urls(&req.peer_ur_ls, Some(req.id))?;
         Err(unsupported("Cluster.MemberUpdate"))
     }
 
@@ -87,8 +142,13 @@ impl pb::PbClusterService for ClusterService {
 
     async fn member_promote(
         &self,
-        _request: Request<pb::PbMemberPromoteRequest>,
+        request: Request<pb::PbMemberPromoteRequest>,
     ) -> Result<Response<pb::PbMemberPromoteResponse>, Status> {
+        self.require_member(request.get_ref().id)?;
+        // Every member is a voter until learners can be added.
+        if self.members().iter().any(|m| m.id == request.get_ref().id) {
+            return Err(member_not_learner());
+        }
         Err(unsupported("Cluster.MemberPromote"))
     }
 }

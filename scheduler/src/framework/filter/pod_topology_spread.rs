@@ -32,10 +32,34 @@ pub fn node_included(ctx: &PodCtx<'_>, c: &SpreadConstraint, n: &NodeInfo) -> bo
 
 /// How many pods matching `c` (same namespace, not terminating) are on `n`.
 pub fn count_matching(ctx: &PodCtx<'_>, c: &SpreadConstraint, n: &NodeInfo) -> i64 {
-    n.pods
-        .iter()
-        .filter(|p| !p.terminating && p.namespace == ctx.namespace && c.selector.matches(&p.labels))
-        .count() as i64
+    count_matching_memo(ctx, c, n, matching_fingerprint(ctx, c))
+}
+
+/// What [`count_matching`]'s answer depends on besides the node's pods (namespace and
+/// selector), as a key for [`NodeInfo::memo_count`].
+pub fn matching_fingerprint(ctx: &PodCtx<'_>, c: &SpreadConstraint) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    ctx.namespace.hash(&mut h);
+    format!("{:?}", c.selector).hash(&mut h);
+    h.finish()
+}
+
+/// [`count_matching`] with the fingerprint computed once by the caller.
+pub fn count_matching_memo(
+    ctx: &PodCtx<'_>,
+    c: &SpreadConstraint,
+    n: &NodeInfo,
+    fingerprint: u64,
+) -> i64 {
+    n.memo_count(fingerprint, |n| {
+        n.pods
+            .iter()
+            .filter(|p| {
+                !p.terminating && p.namespace == ctx.namespace && c.selector.matches(&p.labels)
+            })
+            .count() as i64
+    })
 }
 
 /// PreFilter state: per hard constraint, the matching-pod count of each domain and the
@@ -58,6 +82,7 @@ impl SpreadState {
         let mut out = SpreadState::default();
         for i in hard {
             let c = &ctx.spread[i];
+            let fingerprint = matching_fingerprint(ctx, c);
             let mut counts: HashMap<String, i64> = HashMap::new();
             for n in &cache.nodes {
                 // Upstream counts only nodes carrying every hard constraint's key.
@@ -75,7 +100,8 @@ impl SpreadState {
                 let Some(v) = n.labels.get(&c.key) else {
                     continue;
                 };
-                *counts.entry(v.clone()).or_insert(0) += count_matching(ctx, c, n);
+                *counts.entry(v.clone()).or_insert(0) +=
+                    count_matching_memo(ctx, c, n, fingerprint);
             }
             let mut min = counts.values().copied().min().unwrap_or(0);
             if (counts.len() as i64) < c.min_domains {

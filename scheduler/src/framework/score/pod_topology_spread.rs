@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use crate::cache::{Cache, NodeInfo};
 use crate::framework::PodCtx;
-use crate::framework::filter::pod_topology_spread::{count_matching, node_included};
+use crate::framework::filter::pod_topology_spread::{
+    count_matching_memo, matching_fingerprint, node_included,
+};
 use crate::framework::score::MAX_NODE_SCORE;
 
 /// Scores each node.
@@ -29,6 +31,7 @@ pub fn score(ctx: &PodCtx<'_>, cache: &Cache, nodes: &[&NodeInfo]) -> Vec<i64> {
     let mut raw = vec![0f64; nodes.len()];
     for c in &soft {
         let hostname = c.key == "kubernetes.io/hostname";
+        let fingerprint = matching_fingerprint(ctx, c);
         let mut counts: HashMap<&str, i64> = HashMap::new();
         if !hostname {
             for n in &cache.nodes {
@@ -37,7 +40,8 @@ pub fn score(ctx: &PodCtx<'_>, cache: &Cache, nodes: &[&NodeInfo]) -> Vec<i64> {
                     continue;
                 }
                 if let Some(v) = n.labels.get(&c.key) {
-                    *counts.entry(v.as_str()).or_insert(0) += count_matching(ctx, c, n);
+                    *counts.entry(v.as_str()).or_insert(0) +=
+                        count_matching_memo(ctx, c, n, fingerprint);
                 }
             }
         }
@@ -53,7 +57,7 @@ pub fn score(ctx: &PodCtx<'_>, cache: &Cache, nodes: &[&NodeInfo]) -> Vec<i64> {
                 continue;
             }
             let cnt = if hostname {
-                count_matching(ctx, c, n)
+                count_matching_memo(ctx, c, n, fingerprint)
             } else {
                 n.labels
                     .get(&c.key)

@@ -1,0 +1,429 @@
+//! The store fault suite (short form; `make test-faults` is the long form).
+//!
+//! A 3-member cluster whose peer traffic goes through test-owned proxies serves concurrent
+//! put / get / txn-CAS / delete load from several clients through random members while a
+//! nemesis injects one fault at a time: kill -9 and restart, SIGSTOP and SIGCONT, a partition
+//! of a member's inbound peer traffic, or a delay on it. After healing come final
+//! linearizable reads. Then the whole history must be linearizable per key (checked by
+//! `e2e::linearizability`), and a watch from revision 1 on every member must deliver the
+//! events in order without duplicates, including every acknowledged put.
+//!
+//! `FAULT_RUNS` (default 3) sets the number of runs, `FAULT_RUN_SECS` (default 12) their
+//! length, `FAULT_SEED` the base seed; failing histories are saved under
+//! `$FAULT_HISTORY_DIR` (default the system temp dir).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use e2e::etcd_cluster::Cluster;
+use e2e::faultproxy::Mode;
+use e2e::linearizability::{self, CasGuard, CheckResult, Input, Operation, Output};
+use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, WatchOptions};
+
+const KEYS: [&str; 3] = ["fk0", "fk1", "fk2"];
+const OP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// xorshift64*: deterministic per-run randomness without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+fn now(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
+}
+
+/// One client's loop: random operations through random members until `stop_at`.
+async fn client_loop(
+    id: usize,
+    endpoints: Vec<String>,
+    start: Instant,
+    stop_at: Instant,
+    seed: u64,
+    history: Arc<Mutex<Vec<Operation>>>,
+) {
+    let mut rng = Rng(seed | 1);
+    let mut clients: Vec<Option<Client>> = vec![None; endpoints.len()];
+    let mut seq = 0u64;
+    let mut last_rev = [0i64; KEYS.len()];
+    while Instant::now() < stop_at {
+        let m = rng.below(endpoints.len() as u64) as usize;
+        if clients[m].is_none() {
+            if let Ok(Ok(c)) =
+                tokio::time::timeout(OP_TIMEOUT, Client::connect([endpoints[m].as_str()], None))
+                    .await
+            {
+                clients[m] = Some(c);
+            } else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        }
+        let Some(c) = clients[m].as_mut() else {
+            continue;
+        };
+        let k = rng.below(KEYS.len() as u64) as usize;
+        let key = KEYS[k];
+        seq += 1;
+        let value = format!("c{id}-{seq}");
+        let input = match rng.below(10) {
+            0..=3 => Input::Put(value.clone()),
+            4..=6 => Input::Get,
+            7 => Input::Delete,
+            _ => Input::Cas {
+                guard: if rng.below(2) == 0 {
+                    CasGuard::ModRevision(last_rev[k])
+                } else {
+                    CasGuard::Value(None)
+                },
+                new: Some(value.clone()),
+            },
+        };
+        let call = now(start);
+        let out: Result<Output, ()> = match &input {
+            Input::Put(v) => {
+                match tokio::time::timeout(OP_TIMEOUT, c.put(key, v.as_str(), None)).await {
+                    Ok(Ok(r)) => Ok(Output::Put {
+                        rev: r.header().map_or(0, |h| h.revision()),
+                    }),
+                    _ => Err(()),
+                }
+            }
+            Input::Get => match tokio::time::timeout(OP_TIMEOUT, c.get(key, None)).await {
+                Ok(Ok(r)) => {
+                    let kv = r.kvs().first();
+                    let mod_rev = kv.map_or(0, |kv| kv.mod_revision());
+                    last_rev[k] = mod_rev;
+                    Ok(Output::Get {
+                        value: kv.map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
+                        mod_rev,
+                    })
+                }
+                _ => Err(()),
+            },
+            Input::Delete => match tokio::time::timeout(OP_TIMEOUT, c.delete(key, None)).await {
+                Ok(Ok(r)) => Ok(Output::Delete {
+                    deleted: r.deleted() > 0,
+                }),
+                _ => Err(()),
+            },
+            Input::Cas { guard, new } => {
+                let cmp = match guard {
+                    CasGuard::ModRevision(r) => Compare::mod_revision(key, CompareOp::Equal, *r),
+                    CasGuard::Value(_) => Compare::create_revision(key, CompareOp::Equal, 0),
+                };
+                let txn = Txn::new().when([cmp]).and_then([TxnOp::put(
+                    key,
+                    new.clone().unwrap_or_default(),
+                    None,
+                )]);
+                match tokio::time::timeout(OP_TIMEOUT, c.txn(txn)).await {
+                    Ok(Ok(r)) => Ok(Output::Cas {
+                        succeeded: r.succeeded(),
+                        rev: r.header().map_or(0, |h| h.revision()),
+                    }),
+                    _ => Err(()),
+                }
+            }
+        };
+        let ret = now(start);
+        let (output, ret) = match out {
+            Ok(o) => (o, ret),
+            // A failed read changes nothing: leave it out. A failed write may have applied.
+            Err(()) if input == Input::Get => continue,
+            Err(()) => {
+                // Reconnect next time: the channel may be wedged on a killed member.
+                clients[m] = None;
+                (Output::Unknown, u64::MAX)
+            }
+        };
+        if let Ok(mut h) = history.lock() {
+            h.push(Operation {
+                client: id,
+                key: key.to_owned(),
+                input,
+                output,
+                call,
+                ret,
+            });
+        }
+    }
+}
+
+/// Every event on the fault keys from revision 1 up to `final_rev`: (revision, key, value).
+async fn watch_all(ep: &str, final_rev: i64) -> Result<Vec<(i64, String, String)>> {
+    let mut c = Client::connect([ep], None).await?;
+    let opts = WatchOptions::new().with_prefix().with_start_revision(1);
+    let mut stream = c.watch("fk", Some(opts)).await?;
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while out.last().map_or(0, |e: &(i64, String, String)| e.0) < final_rev {
+        let msg = tokio::time::timeout_at(deadline, stream.message()).await??;
+        let Some(resp) = msg else {
+            bail!("watch stream ended");
+        };
+        if resp.canceled() || resp.compact_revision() > 0 {
+            bail!(
+                "watch canceled (compact revision {})",
+                resp.compact_revision()
+            );
+        }
+        for ev in resp.events() {
+            if let Some(kv) = ev.kv() {
+                out.push((
+                    kv.mod_revision(),
+                    String::from_utf8_lossy(kv.key()).into_owned(),
+                    String::from_utf8_lossy(kv.value()).into_owned(),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Fault counts of one run.
+#[derive(Default, Debug)]
+struct Faults {
+    kill9: usize,
+    pause: usize,
+    partition: usize,
+    delay: usize,
+}
+
+/// One run: cluster, load, nemesis, heal, final reads, check.
+fn one_run(run: usize, seed: u64, secs: u64) -> Result<(usize, Faults)> {
+    let mut cluster = Cluster::start_proxied(3, &[])?;
+    let endpoints: Vec<String> = cluster
+        .members
+        .iter()
+        .map(|m| m.client_url.clone())
+        .collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    // Wait until the cluster takes writes through every member.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for ep in &endpoints {
+        loop {
+            let ok = rt.block_on(async {
+                let Ok(mut c) = Client::connect([ep.as_str()], None).await else {
+                    return false;
+                };
+                matches!(
+                    tokio::time::timeout(OP_TIMEOUT, c.put("ready", "1", None)).await,
+                    Ok(Ok(_))
+                )
+            });
+            if ok {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("cluster not ready; logs:\n{}", cluster.logs());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let start = Instant::now();
+    let stop_at = start + Duration::from_secs(secs);
+    let history = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for id in 0..4 {
+        tasks.push(rt.spawn(client_loop(
+            id,
+            endpoints.clone(),
+            start,
+            stop_at,
+            seed.wrapping_mul(31).wrapping_add(id as u64 + 1),
+            history.clone(),
+        )));
+    }
+    // Nemesis: one fault at a time on a random member, healed before the next.
+    let mut rng = Rng(seed | 1);
+    let mut faults = Faults::default();
+    while Instant::now() + Duration::from_secs(3) < stop_at {
+        std::thread::sleep(Duration::from_millis(500 + rng.below(1000)));
+        let i = rng.below(3) as usize;
+        let hold = Duration::from_millis(300 + rng.below(1500));
+        let kind = rng.below(4);
+        if kind >= 2 {
+            let Some(p) = cluster.members[i].proxy.as_ref() else {
+                continue;
+            };
+            if kind == 2 {
+                p.set(Mode::Drop);
+                faults.partition += 1;
+            } else {
+                p.set(Mode::Delay(Duration::from_millis(20 + rng.below(200))));
+                faults.delay += 1;
+            }
+            std::thread::sleep(hold);
+            p.set(Mode::Pass);
+        } else if kind == 0 {
+            cluster.members[i].kill9();
+            faults.kill9 += 1;
+            std::thread::sleep(Duration::from_millis(300 + rng.below(1500)));
+            cluster.spawn(i)?;
+        } else {
+            cluster.members[i].pause()?;
+            faults.pause += 1;
+            std::thread::sleep(Duration::from_millis(300 + rng.below(1500)));
+            cluster.members[i].resume()?;
+        }
+    }
+    for t in tasks {
+        let _ = rt.block_on(t);
+    }
+    // Final linearizable reads of every key (retried until a member answers).
+    let final_deadline = Instant::now() + Duration::from_secs(60);
+    for (k, key) in KEYS.iter().enumerate() {
+        loop {
+            let ep = &endpoints[k % endpoints.len()];
+            let call = now(start);
+            let r = rt.block_on(async {
+                let mut c = Client::connect([ep.as_str()], None).await.ok()?;
+                tokio::time::timeout(OP_TIMEOUT, c.get(*key, None))
+                    .await
+                    .ok()?
+                    .ok()
+            });
+            if let Some(r) = r {
+                let kv = r.kvs().first();
+                if let Ok(mut h) = history.lock() {
+                    h.push(Operation {
+                        client: 999,
+                        key: (*key).to_owned(),
+                        input: Input::Get,
+                        output: Output::Get {
+                            value: kv.map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
+                            mod_rev: kv.map_or(0, |kv| kv.mod_revision()),
+                        },
+                        call,
+                        ret: now(start),
+                    });
+                }
+                break;
+            }
+            if Instant::now() > final_deadline {
+                bail!("no final read of {key}; logs:\n{}", cluster.logs());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    let history = history.lock().map(|h| h.clone()).unwrap_or_default();
+    // Watch streams: from revision 1 on every member, events in strictly increasing
+    // (revision, key) order with no duplicates, and every acknowledged put present with its
+    // value at its revision.
+    let final_rev = history
+        .iter()
+        .filter_map(|o| match o.output {
+            Output::Put { rev } | Output::Cas { rev, .. } => Some(rev),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    for ep in &endpoints {
+        let events = rt.block_on(watch_all(ep, final_rev));
+        let events = match events {
+            Ok(ev) => ev,
+            Err(e) => bail!("watch on {ep}: {e:#}"),
+        };
+        for w in events.windows(2) {
+            if (w[0].0, &w[0].1) >= (w[1].0, &w[1].1) {
+                bail!("watch on {ep}: events out of order or duplicated: {w:?}");
+            }
+        }
+        let seen: std::collections::HashSet<(i64, &str, &str)> = events
+            .iter()
+            .map(|(r, k, v)| (*r, k.as_str(), v.as_str()))
+            .collect();
+        for o in &history {
+            let (Input::Put(v), Output::Put { rev }) = (&o.input, &o.output) else {
+                continue;
+            };
+            if !seen.contains(&(*rev, o.key.as_str(), v.as_str())) {
+                bail!(
+                    "watch on {ep}: acknowledged put {}={v}@{rev} missing",
+                    o.key
+                );
+            }
+        }
+    }
+    let acked = history
+        .iter()
+        .filter(|o| o.output != Output::Unknown)
+        .count();
+    match linearizability::check(&history, Duration::from_secs(60)) {
+        CheckResult::Ok => Ok((history.len(), faults)),
+        other => {
+            let dir = std::env::var_os("FAULT_HISTORY_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(std::env::temp_dir);
+            let path = dir.join(format!("capstan-fault-run{run}-seed{seed}.history"));
+            let _ = std::fs::write(&path, linearizability::format_history(&history));
+            bail!(
+                "run {run}: {other:?} ({} ops, {acked} acknowledged); history saved to {}",
+                history.len(),
+                path.display()
+            )
+        }
+    }
+}
+
+#[test]
+fn store_survives_faults_linearizably() -> Result<()> {
+    let runs: usize = std::env::var("FAULT_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let secs: u64 = std::env::var("FAULT_RUN_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
+    let base_seed: u64 = std::env::var("FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
+    let (mut total_ops, mut total_kill, mut total_pause, mut violations) = (0, 0, 0, Vec::new());
+    let (mut total_part, mut total_delay) = (0, 0);
+    for run in 0..runs {
+        let seed = base_seed.wrapping_add(run as u64 * 7919);
+        match one_run(run, seed, secs) {
+            Ok((ops, f)) => {
+                println!(
+                    "run {run}/{runs} seed={seed}: {ops} ops, faults kill9={} pause={} \
+                     partition={} delay={}: linearizable",
+                    f.kill9, f.pause, f.partition, f.delay
+                );
+                total_part += f.partition;
+                total_delay += f.delay;
+                total_ops += ops;
+                total_kill += f.kill9;
+                total_pause += f.pause;
+            }
+            Err(e) => {
+                println!("run {run}/{runs} seed={seed}: VIOLATION/ERROR: {e:#}");
+                violations.push(format!("{e:#}"));
+            }
+        }
+    }
+    println!(
+        "fault suite: {runs} runs, {total_ops} ops, faults kill9={total_kill} \
+         pause={total_pause} partition={total_part} delay={total_delay}, {} violations",
+        violations.len()
+    );
+    if !violations.is_empty() {
+        bail!(
+            "{} failing runs:\n{}",
+            violations.len(),
+            violations.join("\n")
+        );
+    }
+    Ok(())
+}
