@@ -7,6 +7,7 @@
 //! The binary is found at `$CAPSTAN_BIN`, or next to the test executable's target directory
 //! (`target/<profile>/capstan`); `make test` builds it before the tests run.
 
+pub mod cli;
 pub mod etcd_cluster;
 pub mod faultproxy;
 pub mod linearizability;

@@ -5,53 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use e2e::ServerProcess;
+use e2e::cli::{apply, cluster, json, ok, wait_for};
 use serde_json::Value;
-
-fn cluster() -> (tempfile::TempDir, ServerProcess) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let s = ServerProcess::start_cluster(&dir.path().join("data"), &[]).expect("server starts");
-    (dir, s)
-}
-
-fn ok(s: &ServerProcess, args: &[&str]) -> String {
-    let (ok, out, err) = s.kubectl(args).expect("kubectl runs");
-    assert!(
-        ok,
-        "kubectl {args:?} failed: {err}\nserver log: {}",
-        s.log()
-    );
-    out
-}
-
-fn json(s: &ServerProcess, args: &[&str]) -> Value {
-    serde_json::from_str(&ok(s, args)).expect("kubectl printed JSON")
-}
-
-fn apply(s: &ServerProcess, yaml: &str) {
-    let (applied, _, err) = s
-        .kubectl_as(&s.kubeconfig, &["apply", "-f", "-"], Some(yaml))
-        .expect("kubectl runs");
-    assert!(applied, "{err}");
-}
-
-fn wait_for<T>(s: &ServerProcess, secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() > deadline {
-            let log = s.log();
-            let lines: Vec<&str> = log.lines().collect();
-            panic!(
-                "timed out after {secs} s waiting for {what}\nserver log tail:\n{}",
-                lines[lines.len().saturating_sub(60)..].join("\n")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
 
 fn job(name: &str, extra_spec: &str, command: &str) -> String {
     format!(

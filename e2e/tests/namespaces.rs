@@ -3,50 +3,8 @@
 //! NamespaceDeletion*/NamespaceContentRemaining/NamespaceFinalizersRemaining conditions while
 //! content remains, then removes the `kubernetes` finalizer so the namespace goes.
 
-use std::time::{Duration, Instant};
-
-use e2e::ServerProcess;
+use e2e::cli::{cluster, json, ok, wait_for};
 use serde_json::Value;
-
-fn cluster() -> (tempfile::TempDir, ServerProcess) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let s = ServerProcess::start_cluster(&dir.path().join("data"), &[]).expect("server starts");
-    (dir, s)
-}
-
-fn ok(s: &ServerProcess, args: &[&str]) -> String {
-    let (ok, out, err) = s.kubectl(args).expect("kubectl runs");
-    assert!(
-        ok,
-        "kubectl {args:?} failed: {err}\nserver log: {}",
-        tail(&s.log())
-    );
-    out
-}
-
-fn json(s: &ServerProcess, args: &[&str]) -> Value {
-    serde_json::from_str(&ok(s, args)).expect("kubectl printed JSON")
-}
-
-fn tail(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(60)..].join("\n")
-}
-
-fn wait_for<T>(s: &ServerProcess, secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s waiting for {what}\nserver log tail: {}",
-            tail(&s.log())
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 fn condition(ns: &Value, type_: &str) -> Option<Value> {
     ns["status"]["conditions"]

@@ -5,42 +5,9 @@
 //! on a healthy node by their ReplicaSet.
 
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
+use e2e::cli::{json, ok, wait_for};
 use e2e::{ServerProcess, capstan_bin};
-use serde_json::Value;
-
-fn ok(s: &ServerProcess, args: &[&str]) -> String {
-    let (ok, out, err) = s.kubectl(args).expect("kubectl runs");
-    assert!(
-        ok,
-        "kubectl {args:?} failed: {err}\nserver log: {}",
-        s.log()
-    );
-    out
-}
-
-fn json(s: &ServerProcess, args: &[&str]) -> Value {
-    serde_json::from_str(&ok(s, args)).expect("kubectl printed JSON")
-}
-
-fn wait_for<T>(s: &ServerProcess, secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() > deadline {
-            let log = s.log();
-            let lines: Vec<&str> = log.lines().collect();
-            panic!(
-                "timed out after {secs} s waiting for {what}\nserver log tail:\n{}",
-                lines[lines.len().saturating_sub(60)..].join("\n")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
 
 /// A standalone `capstan nodes` process; killed on drop.
 struct Fleet(Child);

@@ -6,24 +6,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use e2e::cli::{cluster, ok, tail};
 use e2e::{ServerProcess, capstan_bin};
 use serde_json::Value;
-
-fn cluster() -> (tempfile::TempDir, ServerProcess) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let s = ServerProcess::start_cluster(&dir.path().join("data"), &[]).expect("server starts");
-    (dir, s)
-}
-
-fn ok(s: &ServerProcess, args: &[&str]) -> String {
-    let (ok, out, err) = s.kubectl(args).expect("kubectl runs");
-    assert!(
-        ok,
-        "kubectl {args:?} failed: {err}\nserver log: {}",
-        s.log()
-    );
-    out
-}
 
 fn json(s: &ServerProcess, args: &[&str]) -> Value {
     let mut all = args.to_vec();
@@ -50,11 +35,6 @@ fn eventually<T>(
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-fn tail(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
 fn ready_nodes(s: &ServerProcess) -> Vec<String> {

@@ -9,55 +9,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use e2e::ServerProcess;
+use e2e::cli::{apply, cluster, json, ok, wait_for};
 use serde_json::Value;
-
-fn cluster() -> (tempfile::TempDir, ServerProcess) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let s = ServerProcess::start_cluster(&dir.path().join("data"), &[]).expect("server starts");
-    (dir, s)
-}
-
-fn ok(s: &ServerProcess, args: &[&str]) -> String {
-    let (ok, out, err) = s.kubectl(args).expect("kubectl runs");
-    assert!(
-        ok,
-        "kubectl {args:?} failed: {err}\nserver log: {}",
-        tail(&s.log())
-    );
-    out
-}
-
-fn json(s: &ServerProcess, args: &[&str]) -> Value {
-    serde_json::from_str(&ok(s, args)).expect("kubectl printed JSON")
-}
-
-fn apply(s: &ServerProcess, yaml: &str) {
-    let (ok, _, err) = s
-        .kubectl_as(&s.kubeconfig, &["apply", "-f", "-"], Some(yaml))
-        .expect("kubectl runs");
-    assert!(ok, "kubectl apply failed: {err}");
-}
-
-fn tail(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(60)..].join("\n")
-}
-
-/// Polls `f` every 200 ms until it returns Some, or panics with `what` after `secs`.
-fn wait_for<T>(s: &ServerProcess, secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s waiting for {what}\nserver log tail: {}",
-            tail(&s.log())
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 fn items(v: &Value) -> Vec<Value> {
     v["items"].as_array().cloned().unwrap_or_default()
