@@ -40,6 +40,9 @@ use std::time::Duration;
 
 pub use server::ApiServerConfig;
 
+/// How long start-up keeps retrying the bootstrap of default objects.
+const BOOTSTRAP_PATIENCE: Duration = Duration::from_secs(120);
+
 /// Serves the API over the embedded store member `node` until `shutdown` completes.
 ///
 /// Before serving, the namespaces every cluster starts with are created (waiting for the
@@ -65,12 +68,20 @@ pub async fn run(
         admission: admission::Chain::new(&cfg.admission, storage.clone())
             .map_err(server::Error::Admission)?,
     });
-    for attempt in 0..50 {
+    // A member of a store cluster may wait for its peers to elect a leader, and several API
+    // servers of one cluster bootstrap at once (conflicts are retried): keep trying for a
+    // while, then serve anyway (requests then get the store's errors, as upstream does).
+    let deadline = std::time::Instant::now() + BOOTSTRAP_PATIENCE;
+    for attempt in 0.. {
         match handlers::bootstrap(&ctx).await {
             Ok(()) => break,
+            Err(err) if std::time::Instant::now() < deadline => {
+                tracing::warn!(%err, attempt, "bootstrapping default objects; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
             Err(err) => {
-                tracing::warn!(%err, attempt, "creating default namespaces; retrying");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tracing::error!(%err, "bootstrapping default objects failed; serving anyway");
+                break;
             }
         }
     }

@@ -22,9 +22,12 @@ enum Command {
     Store(StoreArgs),
     /// Run the control plane in one process: an embedded store member and the Kubernetes
     /// API server over HTTPS; creates the PKI and an admin kubeconfig on first start.
-    Server(ServerArgs),
+    Server(Box<ServerArgs>),
     /// Write a kubeconfig for a user with a client certificate signed by the cluster CA.
     Kubeconfig(KubeconfigArgs),
+    /// Manage the cluster's PKI (`capstan certs init`).
+    #[command(subcommand)]
+    Certs(CertsCommand),
     /// Run the scheduler against an API server (as kube-scheduler).
     Scheduler(ComponentArgs<scheduler::Options>),
     /// Run the controller manager's loops against an API server (as kube-controller-manager).
@@ -41,6 +44,31 @@ struct ComponentArgs<T: clap::Args> {
     kubeconfig: PathBuf,
     #[command(flatten)]
     options: T,
+}
+
+/// `capstan certs …`.
+#[derive(Subcommand)]
+enum CertsCommand {
+    /// Create the cluster CA, the service-account signing key, a serving certificate and the
+    /// admin kubeconfig in a data directory (what `capstan server` does on first start). For a
+    /// cluster of several servers, copy its `pki/ca.crt`, `pki/ca.key`, `pki/sa.key` and
+    /// `pki/sa.pub` into each server's `<data-dir>/pki/` before their first start, as
+    /// kubeadm's shared certificates.
+    Init(CertsInitArgs),
+}
+
+/// Flags of `capstan certs init`.
+#[derive(clap::Args)]
+struct CertsInitArgs {
+    /// The data directory to create the PKI in.
+    #[arg(long, default_value = ".capstan")]
+    data_dir: PathBuf,
+    /// Extra subject alternative names (IPs or DNS names) of the serving certificate.
+    #[arg(long = "apiserver-cert-extra-sans", value_delimiter = ',')]
+    extra_sans: Vec<String>,
+    /// API server URL written into the admin kubeconfig.
+    #[arg(long, default_value = "https://127.0.0.1:6443")]
+    server: String,
 }
 
 /// Flags of `capstan kubeconfig`.
@@ -120,7 +148,7 @@ struct ServerArgs {
     #[arg(long, default_value_t = 0)]
     audit_log_maxage: u64,
     /// Encryption at rest: an apiserver.config.k8s.io/v1 EncryptionConfiguration
-    /// (providers `identity` and `aesgcm`).
+    /// (providers `identity`, `aescbc`, `aesgcm` and `secretbox`).
     #[arg(long)]
     encryption_provider_config: Option<std::path::PathBuf>,
     /// Simulated nodes to run in-process (0: none).
@@ -139,20 +167,38 @@ struct ServerArgs {
     /// The in-process node lifecycle controller's `--node-monitor-grace-period` (e.g. `40s`).
     #[arg(long)]
     node_monitor_grace_period: Option<String>,
+    /// Comma-separated URLs on which the embedded store member also serves the etcd v3 API
+    /// (http://IP:PORT; default: none), as a stacked etcd member does.
+    #[arg(long, value_delimiter = ',')]
+    listen_client_urls: Vec<String>,
+    /// The embedded store member: with `--initial-cluster` it is one member of a store
+    /// cluster whose other members are other `capstan server`s (the stacked topology) or
+    /// `capstan store`s.
+    #[command(flatten)]
+    member: MemberArgs,
 }
 
 /// Flags of `capstan store`, named after etcd's.
 #[derive(clap::Args)]
 struct StoreArgs {
-    /// Human-readable name of this member.
-    #[arg(long, default_value = "default")]
-    name: String,
     /// Path to the data directory.
     #[arg(long, default_value = "default.capstan")]
     data_dir: PathBuf,
     /// Comma-separated URLs to serve clients on (http://IP:PORT).
     #[arg(long, default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
     listen_client_urls: Vec<String>,
+    #[command(flatten)]
+    member: MemberArgs,
+}
+
+/// Flags of a store member — its identity, its cluster, Raft timing and limits — shared by
+/// `capstan store` and `capstan server` (whose embedded member joins a cluster with the same
+/// flags: the stacked topology), named after etcd's.
+#[derive(clap::Args)]
+struct MemberArgs {
+    /// Human-readable name of this member.
+    #[arg(long, default_value = "default")]
+    name: String,
     /// Comma-separated client URLs advertised to the cluster (default: the listen URLs).
     #[arg(long, value_delimiter = ',')]
     advertise_client_urls: Vec<String>,
@@ -237,8 +283,16 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 impl StoreArgs {
     fn into_config(self) -> store::StoreConfig {
-        let mut cfg = store::StoreConfig::new(self.name, self.data_dir);
-        cfg.listen_client_urls = self.listen_client_urls;
+        self.member
+            .into_config(self.data_dir, self.listen_client_urls)
+    }
+}
+
+impl MemberArgs {
+    /// The member's configuration with its data directory and client listeners.
+    fn into_config(self, data_dir: PathBuf, listen_client_urls: Vec<String>) -> store::StoreConfig {
+        let mut cfg = store::StoreConfig::new(self.name, data_dir);
+        cfg.listen_client_urls = listen_client_urls;
         cfg.advertise_client_urls = self.advertise_client_urls;
         cfg.initial_advertise_peer_urls = self.initial_advertise_peer_urls;
         cfg.snapshot_count = self.snapshot_count;
@@ -313,8 +367,12 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         &server_url,
     )
     .with_context(|| format!("creating the PKI in {}", args.data_dir.display()))?;
-    let store_cfg = store::StoreConfig::new("default", args.data_dir.join("store"));
+    let store_cfg = args
+        .member
+        .into_config(args.data_dir.join("store"), args.listen_client_urls);
+    let listeners = store::server::bind_clients(&store_cfg).await?;
     let (node, driver) = store::node::Node::start(&store_cfg)?;
+    let etcd_api = store::server::ClientServers::spawn(&node, &store_cfg, listeners);
     let expiry = tokio::spawn(store::server::expire_leases(node.clone()));
     let api_cfg = apiserver::ApiServerConfig {
         bind_address: args.bind_address,
@@ -416,6 +474,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     }
     expiry.abort();
     node.stop();
+    etcd_api.stop().await;
     let driver_result = tokio::task::spawn_blocking(move || driver.join()).await?;
     result?;
     driver_result.map_err(anyhow::Error::from)
@@ -536,7 +595,7 @@ fn main() -> ExitCode {
             Command::Store(args) => store::server::run(args.into_config(), shutdown_signal())
                 .await
                 .map_err(anyhow::Error::from),
-            Command::Server(args) => run_server(args).await,
+            Command::Server(args) => run_server(*args).await,
             Command::Scheduler(a) => {
                 run_component(&a.kubeconfig, |c, t| scheduler::run(c, a.options, t)).await
             }
@@ -547,6 +606,14 @@ fn main() -> ExitCode {
             }
             Command::Nodes(a) => {
                 run_component(&a.kubeconfig, |c, t| nodes::run(c, a.options, t)).await
+            }
+            Command::Certs(CertsCommand::Init(args)) => {
+                let pki = certs::ensure_pki(&args.data_dir, &args.extra_sans, &args.server)?;
+                println!(
+                    "[certs] CA, service-account key and admin kubeconfig in {}",
+                    pki.dir.display()
+                );
+                Ok(())
             }
             Command::Kubeconfig(args) => {
                 let paths = certs::PkiPaths::new(&args.data_dir);

@@ -183,6 +183,24 @@ pub fn etcdctl(
     ))
 }
 
+/// Number of rows of an `etcdctl endpoint status -w table` whose IS LEADER column is true.
+pub fn leaders_in_table(table: &str) -> Result<usize> {
+    let header = table
+        .lines()
+        .find(|l| l.contains("IS LEADER"))
+        .context("no header row")?;
+    let cols: Vec<&str> = header.split('|').map(str::trim).collect();
+    let idx = cols
+        .iter()
+        .position(|c| *c == "IS LEADER")
+        .context("no IS LEADER column")?;
+    Ok(table
+        .lines()
+        .filter(|l| l.contains("127.0.0.1"))
+        .filter(|l| l.split('|').map(str::trim).nth(idx) == Some("true"))
+        .count())
+}
+
 /// A running `capstan server` (embedded store + API server over HTTPS) with its data dir.
 pub struct ServerProcess {
     child: Child,
@@ -227,9 +245,18 @@ impl ServerProcess {
         Self::start_raw(data_dir, extra_args)
     }
 
-    /// Starts `capstan server` with exactly `extra_args` after the data dir and port.
+    /// Starts `capstan server` with exactly `extra_args` after the data dir and port, and
+    /// waits until `/readyz` answers (20 s).
     pub fn start_raw(data_dir: &Path, extra_args: &[&str]) -> Result<Self> {
-        let port = free_port();
+        let mut p = Self::spawn(data_dir, free_port(), extra_args)?;
+        p.wait_ready(Duration::from_secs(20))?;
+        Ok(p)
+    }
+
+    /// Spawns `capstan server --data-dir <data_dir> --secure-port <port> <extra_args>`
+    /// without waiting for it (a member of a store cluster is not ready before its peers
+    /// run); see [`ServerProcess::wait_ready`].
+    pub fn spawn(data_dir: &Path, port: u16, extra_args: &[&str]) -> Result<Self> {
         std::fs::create_dir_all(data_dir)?;
         let log_path = data_dir.with_extension("log");
         let log = std::fs::OpenOptions::new()
@@ -247,33 +274,49 @@ impl ServerProcess {
             .spawn()
             .with_context(|| format!("spawning {}", capstan_bin().display()))?;
         let cache_dir = data_dir.with_extension("kubecache");
-        let mut p = ServerProcess {
+        Ok(ServerProcess {
             child,
             url: format!("https://127.0.0.1:{port}"),
             kubeconfig: data_dir.join("admin.kubeconfig"),
             data_dir: data_dir.to_path_buf(),
             cache_dir,
             log_path,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        })
+    }
+
+    /// Waits until the server's `/readyz` answers `ok`, or fails after `limit` (or when the
+    /// process exits) with its log.
+    pub fn wait_ready(&mut self, limit: Duration) -> Result<()> {
+        let deadline = Instant::now() + limit;
         loop {
-            if let Some(status) = p.child.try_wait()? {
-                bail!(
-                    "capstan server exited early with {status}; log: {}",
-                    p.log()
-                );
+            if !self.is_running() {
+                bail!("capstan server exited early; log: {}", self.log());
             }
-            if p.kubeconfig.exists() {
-                let (ok, out, _) = p.kubectl(&["get", "--raw", "/readyz"])?;
+            if self.kubeconfig.exists() {
+                let (ok, out, _) = self.kubectl(&["get", "--raw", "/readyz"])?;
                 if ok && out.trim() == "ok" {
-                    return Ok(p);
+                    return Ok(());
                 }
             }
             if Instant::now() > deadline {
-                bail!("capstan server not ready after 20 s; log: {}", p.log());
+                bail!(
+                    "capstan server not ready after {limit:?}; log: {}",
+                    self.log()
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// Whether the process still runs (reaps it if it exited).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// `kill -9` the server (as a crash) and reap it.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Runs the stock `kubectl` with the admin kubeconfig and this server's cache dir;

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use e2e::{capstan_bin, etcdctl, free_port};
+use e2e::{capstan_bin, etcdctl, free_port, leaders_in_table};
 use etcd_client::{Client, ConnectOptions, GetOptions, WatchOptions};
 
 /// One member process of the cluster.
@@ -221,24 +221,6 @@ fn status(endpoint: &str) -> Option<(u64, u64, u64)> {
         let h = s.header()?;
         Some((h.member_id(), s.leader(), s.raft_applied_index()))
     })
-}
-
-/// Number of rows of an `etcdctl endpoint status -w table` whose IS LEADER column is true.
-fn leaders_in_table(table: &str) -> Result<usize> {
-    let header = table
-        .lines()
-        .find(|l| l.contains("IS LEADER"))
-        .context("no header row")?;
-    let cols: Vec<&str> = header.split('|').map(str::trim).collect();
-    let idx = cols
-        .iter()
-        .position(|c| *c == "IS LEADER")
-        .context("no IS LEADER column")?;
-    Ok(table
-        .lines()
-        .filter(|l| l.contains("127.0.0.1"))
-        .filter(|l| l.split('|').map(str::trim).nth(idx) == Some("true"))
-        .count())
 }
 
 #[test]

@@ -40,56 +40,9 @@ pub async fn run(
     cfg: StoreConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let addrs: Vec<SocketAddr> = cfg
-        .listen_client_urls
-        .iter()
-        .map(|u| parse_client_url(u))
-        .collect::<Result<_>>()?;
+    let listeners = bind_clients(&cfg).await?;
     let (node, driver) = Node::start(&cfg)?;
-    let mut listeners = Vec::new();
-    for addr in &addrs {
-        let l = TcpListener::bind(addr)
-            .await
-            .map_err(StoreError::io("listening on", addr.to_string()))?;
-        listeners.push(l);
-    }
-    tracing::info!(name = %cfg.name, urls = ?cfg.listen_client_urls, "serving etcd v3 API");
-
-    let shared = Shared {
-        node: node.clone(),
-        name: cfg.name.clone(),
-        peer_urls: cfg.initial_advertise_peer_urls.clone(),
-        client_urls: cfg.client_urls().to_vec(),
-        max_txn_ops: cfg.max_txn_ops,
-        progress_notify_interval: cfg.progress_notify_interval,
-    };
-    let max_msg = cfg.max_request_bytes + GRPC_OVERHEAD;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut servers = tokio::task::JoinSet::new();
-    for listener in listeners {
-        let s = Services::new(shared.clone());
-        let router = tonic::transport::Server::builder()
-            .add_service(pb::PbKvServer::new(s.kv).max_decoding_message_size(max_msg))
-            .add_service(pb::PbWatchServer::new(s.watch).max_decoding_message_size(max_msg))
-            .add_service(pb::PbLeaseServer::new(s.lease).max_decoding_message_size(max_msg))
-            .add_service(pb::PbMaintenanceServer::new(s.maintenance))
-            .add_service(pb::PbClusterServer::new(s.cluster));
-        let mut stop = stop_rx.clone();
-        servers.spawn(async move {
-            let incoming = TcpListenerStream::new(listener).map(|conn| {
-                conn.map(|c| {
-                    // Small gRPC frames must not wait for Nagle's algorithm.
-                    let _ = c.set_nodelay(true);
-                    crate::authority::AuthorityFix::new(c)
-                })
-            });
-            router
-                .serve_with_incoming_shutdown(incoming, async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                })
-                .await
-        });
-    }
+    let clients = ClientServers::spawn(&node, &cfg, listeners);
     let expiry = tokio::spawn(expire_leases(node.clone()));
 
     let mut shutdown = std::pin::pin!(shutdown);
@@ -104,10 +57,9 @@ pub async fn run(
             }
         }
     };
-    let _ = stop_tx.send(true);
     expiry.abort();
     node.stop();
-    while servers.join_next().await.is_some() {}
+    clients.stop().await;
     let driver_result = tokio::task::spawn_blocking(move || driver.join())
         .await
         .unwrap_or(Err(StoreError::Stopped));
@@ -115,6 +67,83 @@ pub async fn run(
         (_, Err(e)) => Err(e),
         (Err(e), Ok(())) => Err(e),
         (Ok(()), Ok(())) => Ok(()),
+    }
+}
+
+/// Binds every `--listen-client-urls` address (before the member starts, so a port in use
+/// fails the start rather than a running member).
+pub async fn bind_clients(cfg: &StoreConfig) -> Result<Vec<TcpListener>> {
+    let addrs: Vec<SocketAddr> = cfg
+        .listen_client_urls
+        .iter()
+        .map(|u| parse_client_url(u))
+        .collect::<Result<_>>()?;
+    let mut listeners = Vec::new();
+    for addr in &addrs {
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(StoreError::io("listening on", addr.to_string()))?;
+        listeners.push(l);
+    }
+    Ok(listeners)
+}
+
+/// The etcd v3 gRPC servers of a member, one per client listener. `capstan store` runs them
+/// for its member; `capstan server` runs them for its embedded member when given
+/// `--listen-client-urls` (the stacked topology, where etcdctl reaches each node's member).
+pub struct ClientServers {
+    stop: tokio::sync::watch::Sender<bool>,
+    servers: tokio::task::JoinSet<std::result::Result<(), tonic::transport::Error>>,
+}
+
+impl ClientServers {
+    /// Starts serving the etcd v3 API of `node` on `listeners`.
+    pub fn spawn(node: &Node, cfg: &StoreConfig, listeners: Vec<TcpListener>) -> ClientServers {
+        if !listeners.is_empty() {
+            tracing::info!(name = %cfg.name, urls = ?cfg.listen_client_urls, "serving etcd v3 API");
+        }
+        let shared = Shared {
+            node: node.clone(),
+            name: cfg.name.clone(),
+            peer_urls: cfg.initial_advertise_peer_urls.clone(),
+            client_urls: cfg.client_urls().to_vec(),
+            max_txn_ops: cfg.max_txn_ops,
+            progress_notify_interval: cfg.progress_notify_interval,
+        };
+        let max_msg = cfg.max_request_bytes + GRPC_OVERHEAD;
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let mut servers = tokio::task::JoinSet::new();
+        for listener in listeners {
+            let s = Services::new(shared.clone());
+            let router = tonic::transport::Server::builder()
+                .add_service(pb::PbKvServer::new(s.kv).max_decoding_message_size(max_msg))
+                .add_service(pb::PbWatchServer::new(s.watch).max_decoding_message_size(max_msg))
+                .add_service(pb::PbLeaseServer::new(s.lease).max_decoding_message_size(max_msg))
+                .add_service(pb::PbMaintenanceServer::new(s.maintenance))
+                .add_service(pb::PbClusterServer::new(s.cluster));
+            let mut stop = stop_rx.clone();
+            servers.spawn(async move {
+                let incoming = TcpListenerStream::new(listener).map(|conn| {
+                    conn.map(|c| {
+                        // Small gRPC frames must not wait for Nagle's algorithm.
+                        let _ = c.set_nodelay(true);
+                        crate::authority::AuthorityFix::new(c)
+                    })
+                });
+                router
+                    .serve_with_incoming_shutdown(incoming, async move {
+                        let _ = stop.wait_for(|s| *s).await;
+                    })
+                    .await
+            });
+        }
+        ClientServers { stop, servers }
+    }
+
+    /// Stops accepting requests and waits for the servers to finish.
+    pub async fn stop(mut self) {
+        let _ = self.stop.send(true);
+        while self.servers.join_next().await.is_some() {}
     }
 }
 
