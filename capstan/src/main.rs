@@ -55,6 +55,27 @@ enum CertsCommand {
     /// `pki/sa.pub` into each server's `<data-dir>/pki/` before their first start, as
     /// kubeadm's shared certificates.
     Init(CertsInitArgs),
+    /// Issue a store member's peer certificate (serverAuth + clientAuth, SANs of its hosts)
+    /// from the cluster CA, for `capstan store --peer-cert-file/--peer-key-file` with
+    /// `https://` peer URLs. Writes `<out-dir>/peer.crt` and `<out-dir>/peer.key`.
+    Peer(CertsPeerArgs),
+}
+
+/// Flags of `capstan certs peer`.
+#[derive(clap::Args)]
+struct CertsPeerArgs {
+    /// The data directory holding the cluster CA (`pki/ca.crt`, `pki/ca.key`).
+    #[arg(long, default_value = ".capstan")]
+    data_dir: PathBuf,
+    /// The member's name (the certificate's CN).
+    #[arg(long)]
+    name: String,
+    /// Hosts (IPs or DNS names) of the member's peer URLs (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    hosts: Vec<String>,
+    /// Where to write `peer.crt` and `peer.key`.
+    #[arg(long)]
+    out_dir: PathBuf,
 }
 
 /// Flags of `capstan certs init`.
@@ -367,9 +388,9 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         &server_url,
     )
     .with_context(|| format!("creating the PKI in {}", args.data_dir.display()))?;
-    let store_cfg = args
-        .member
-        .into_config(args.data_dir.join("store"), args.listen_client_urls);
+    let mut member = args.member;
+    secure_peers(&mut member, &pki)?;
+    let store_cfg = member.into_config(args.data_dir.join("store"), args.listen_client_urls);
     let listeners = store::server::bind_clients(&store_cfg).await?;
     let (node, driver) = store::node::Node::start(&store_cfg)?;
     let etcd_api = store::server::ClientServers::spawn(&node, &store_cfg, listeners);
@@ -478,6 +499,63 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let driver_result = tokio::task::spawn_blocking(move || driver.join()).await?;
     result?;
     driver_result.map_err(anyhow::Error::from)
+}
+
+/// `capstan server`'s store member talks to its peers over mutually authenticated TLS only:
+/// when it is one member of a cluster (`--initial-cluster` with several members), every peer
+/// URL must be `https://`, and unless `--peer-cert-file` is given it presents a peer
+/// certificate issued from the cluster CA for the hosts of its peer URLs (`pki/peer.crt`),
+/// trusts that CA, and requires peers' client certificates (etcd's
+/// `--peer-client-cert-auth`).
+fn secure_peers(member: &mut MemberArgs, pki: &certs::PkiPaths) -> anyhow::Result<()> {
+    let Some(cluster) = &member.initial_cluster else {
+        return Ok(());
+    };
+    if cluster.0.len() < 2 {
+        return Ok(());
+    }
+    let own: Vec<&String> = member
+        .initial_advertise_peer_urls
+        .iter()
+        .chain(&member.listen_peer_urls)
+        .collect();
+    let all = own
+        .iter()
+        .copied()
+        .chain(cluster.0.iter().flat_map(|m| m.peer_urls.iter()));
+    for url in all {
+        if !url.starts_with("https://") {
+            anyhow::bail!(
+                "peer URL {url:?}: capstan server's store members talk over TLS only; use https:// peer URLs"
+            );
+        }
+    }
+    if member.peer_cert_file.is_none() {
+        let hosts: Vec<String> = own.iter().filter_map(|u| url_host(u)).collect();
+        let (cert, key) = certs::ensure_peer_cert(pki, &member.name, &hosts, &pki.pki_dir)?;
+        member.peer_cert_file = Some(cert);
+        member.peer_key_file = Some(key);
+        member.peer_client_cert_auth = true;
+    }
+    if member.peer_trusted_ca_file.is_none() {
+        member.peer_trusted_ca_file = Some(pki.ca_cert.clone());
+    }
+    Ok(())
+}
+
+/// The host of `scheme://host:port[/…]` (without brackets for IPv6).
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let host = match authority.rsplit_once(':') {
+        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => authority,
+    };
+    Some(
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned(),
+    )
 }
 
 /// The user the in-process scheduler authenticates as (kube-scheduler's).
@@ -612,6 +690,17 @@ fn main() -> ExitCode {
                 println!(
                     "[certs] CA, service-account key and admin kubeconfig in {}",
                     pki.dir.display()
+                );
+                Ok(())
+            }
+            Command::Certs(CertsCommand::Peer(args)) => {
+                let paths = certs::PkiPaths::new(&args.data_dir);
+                let (cert, key) =
+                    certs::ensure_peer_cert(&paths, &args.name, &args.hosts, &args.out_dir)?;
+                println!(
+                    "[certs] peer certificate {} and key {}",
+                    cert.display(),
+                    key.display()
                 );
                 Ok(())
             }

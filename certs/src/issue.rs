@@ -70,7 +70,7 @@ impl San {
         }
     }
 
-    fn to_rcgen(&self) -> Result<SanType> {
+    pub(crate) fn to_rcgen(&self) -> Result<SanType> {
         Ok(match self {
             San::Ip(ip) => SanType::IpAddress(*ip),
             San::Dns(name) => SanType::DnsName(

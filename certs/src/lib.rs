@@ -22,6 +22,7 @@ mod identity;
 mod issue;
 mod kubeconfig;
 mod layout;
+mod peer;
 mod sa_keys;
 
 use std::path::Path;
@@ -41,6 +42,7 @@ pub use issue::{
 };
 pub use kubeconfig::{CLUSTER_NAME, Kubeconfig};
 pub use layout::PkiPaths;
+pub use peer::{PEER_VALIDITY, issue_peer_cert, peer_paths, peer_sans};
 pub use sa_keys::ServiceAccountKeys;
 
 use crate::layout::{PRIVATE_MODE, PUBLIC_MODE, read_if_exists, write_atomic};
@@ -122,6 +124,29 @@ pub fn write_user_kubeconfig(
         client_key_pem: &issued.key_pem,
     };
     write_atomic(out, kubeconfig.to_yaml().as_bytes(), PRIVATE_MODE)
+}
+
+/// Keeps or (re)issues the peer certificate of store member `name` reachable at `hosts` in
+/// `out_dir` (`peer.crt`, `peer.key`; for `capstan server`, its `pki/`), signed by the CA
+/// under `paths` (which must exist), by the same rule as the serving certificate. Returns the
+/// certificate and key paths.
+pub fn ensure_peer_cert(
+    paths: &PkiPaths,
+    name: &str,
+    hosts: &[String],
+    out_dir: &Path,
+) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let ca = CertificateAuthority::load(&paths.ca_cert, &paths.ca_key)?;
+    std::fs::create_dir_all(out_dir).map_err(|e| Error::io("creating directory", out_dir, e))?;
+    let (cert, key) = peer_paths(out_dir);
+    ensure_leaf(
+        &cert,
+        &key,
+        &ca,
+        &|der| peer::covers_hosts(der, hosts),
+        &|| issue_peer_cert(&ca, name, hosts),
+    )?;
+    Ok((cert, key))
 }
 
 /// Loads the CA under `paths`, or generates and writes one if neither file exists.
