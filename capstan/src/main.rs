@@ -275,6 +275,10 @@ struct MemberArgs {
     /// CA certificates that peer certificates must chain to.
     #[arg(long)]
     peer_trusted_ca_file: Option<PathBuf>,
+    /// Comma-separated plain-HTTP URLs serving `/metrics` (etcd's metric names) and
+    /// `/health` (http://IP:PORT; default: none).
+    #[arg(long, value_delimiter = ',')]
+    listen_metrics_urls: Vec<String>,
     /// Require peers to present a certificate signed by --peer-trusted-ca-file.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     peer_client_cert_auth: bool,
@@ -331,6 +335,7 @@ impl MemberArgs {
             store::config::ClusterState::New
         };
         cfg.initial_cluster_token = self.initial_cluster_token;
+        cfg.listen_metrics_urls = self.listen_metrics_urls;
         cfg.peer_tls = store::config::PeerTls {
             cert_file: self.peer_cert_file,
             key_file: self.peer_key_file,
@@ -394,6 +399,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let listeners = store::server::bind_clients(&store_cfg).await?;
     let (node, driver) = store::node::Node::start(&store_cfg)?;
     let etcd_api = store::server::ClientServers::spawn(&node, &store_cfg, listeners);
+    let store_metrics = store::server::serve_metrics(&store_cfg, &node).await?;
     let expiry = tokio::spawn(store::server::expire_leases(node.clone()));
     let api_cfg = apiserver::ApiServerConfig {
         bind_address: args.bind_address,
@@ -494,6 +500,9 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         let _ = task.await;
     }
     expiry.abort();
+    for m in store_metrics {
+        m.abort();
+    }
     node.stop();
     etcd_api.stop().await;
     let driver_result = tokio::task::spawn_blocking(move || driver.join()).await?;

@@ -183,6 +183,24 @@ pub fn etcdctl(
     ))
 }
 
+/// A plain-HTTP `GET` of `path` on `127.0.0.1:port` (metrics and health endpoints):
+/// `(status code, body)`, or `None` when nothing answers (5 s read timeout).
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    c.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_owned()))
+}
+
 /// Number of rows of an `etcdctl endpoint status -w table` whose IS LEADER column is true.
 pub fn leaders_in_table(table: &str) -> Result<usize> {
     let header = table

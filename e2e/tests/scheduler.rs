@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use e2e::ServerProcess;
+use e2e::{ServerProcess, http_get};
 
 fn server() -> (tempfile::TempDir, ServerProcess) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -341,20 +341,6 @@ impl Drop for KillOnDrop {
 }
 
 /// GETs `path` from a plain-HTTP endpoint on 127.0.0.1:`port` and returns the body.
-fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())
-}
-
 #[test]
 fn a_standalone_scheduler_serves_its_profiles_elects_a_leader_and_exports_metrics() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -436,7 +422,9 @@ fn a_standalone_scheduler_serves_its_profiles_elects_a_leader_and_exports_metric
 
     let deadline = Instant::now() + Duration::from_secs(30);
     let text = loop {
-        let text = http_get(port, "/metrics").unwrap_or_default();
+        let text = http_get(port, "/metrics")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
         if text.contains("scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"second-scheduler\"} 1") {
             break text;
         }
@@ -455,7 +443,7 @@ fn a_standalone_scheduler_serves_its_profiles_elects_a_leader_and_exports_metric
         text.contains("scheduler_pending_pods{queue=\"active\"}"),
         "{text}"
     );
-    assert_eq!(http_get(port, "/healthz").as_deref(), Some("ok"));
+    assert_eq!(http_get(port, "/healthz"), Some((200, "ok".to_owned())));
 
     // A pod for a scheduler nobody runs stays unscheduled and untouched.
     assert_eq!(get(&s, "nobody", "{.spec.nodeName}"), "");

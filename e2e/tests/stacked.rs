@@ -11,17 +11,21 @@
 //! - `kill -9` of the server whose member leads: the two others elect a new leader and keep
 //!   serving kubectl reads and writes (the gap is printed); the killed server restarts and
 //!   catches up.
+//! - Each member's `--listen-metrics-urls` serves etcd's metrics (`etcd_server_has_leader`,
+//!   `etcd_server_is_leader`, `etcd_server_leader_changes_seen_total`, WAL fsync latency, …)
+//!   and `/health`, which follow the failover.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use e2e::{ServerProcess, capstan_bin, etcdctl, free_port, leaders_in_table};
+use e2e::{ServerProcess, capstan_bin, etcdctl, free_port, http_get, leaders_in_table};
 use serde_json::Value;
 
 /// One node of the stacked cluster: how to (re)start it, and the running process.
 struct StackedNode {
     dir: std::path::PathBuf,
     port: u16,
+    metrics_port: u16,
     args: Vec<String>,
     client_url: String,
     server: Option<ServerProcess>,
@@ -76,6 +80,20 @@ fn agreed_leader(nodes: &[StackedNode], running: &[usize], secs: u64) -> usize {
     }
 }
 
+/// The value of the sample `name` (exact name and labels) in a metrics text.
+fn sample(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// The store metrics of a node (etcd's names, on `--listen-metrics-urls`).
+fn store_metrics(n: &StackedNode) -> String {
+    let (code, body) = http_get(n.metrics_port, "/metrics").expect("metrics answer");
+    assert_eq!(code, 200, "{body}");
+    body
+}
+
 fn copy_shared_pki(from: &Path, to: &Path) {
     std::fs::create_dir_all(to.join("pki")).expect("pki dir");
     for f in ["ca.crt", "ca.key", "sa.key", "sa.pub"] {
@@ -119,6 +137,7 @@ fn three_stacked_servers_serve_kubectl_and_survive_the_leaders_death() {
             copy_shared_pki(&base, &dir);
             let peer = format!("https://127.0.0.1:{}", peers[i]);
             let client_url = format!("http://127.0.0.1:{}", free_port());
+            let metrics_port = free_port();
             let args = vec![
                 "--nodes=0".to_owned(),
                 format!("--name=n{}", i + 1),
@@ -127,10 +146,12 @@ fn three_stacked_servers_serve_kubectl_and_survive_the_leaders_death() {
                 format!("--listen-peer-urls={peer}"),
                 format!("--listen-client-urls={client_url}"),
                 "--initial-cluster-token=stacked-e2e".to_owned(),
+                format!("--listen-metrics-urls=http://127.0.0.1:{metrics_port}"),
             ];
             StackedNode {
                 dir,
                 port: free_port(),
+                metrics_port,
                 args,
                 client_url,
                 server: None,
@@ -189,6 +210,25 @@ fn three_stacked_servers_serve_kubectl_and_survive_the_leaders_death() {
             "peer certificate issued"
         );
     }
+    // etcd's metric names and /health on each member.
+    let mut leaders = 0.0;
+    for n in &nodes {
+        let m = store_metrics(n);
+        assert_eq!(sample(&m, "etcd_server_has_leader"), Some(1.0), "{m}");
+        leaders += sample(&m, "etcd_server_is_leader").unwrap_or(0.0);
+        assert!(sample(&m, "etcd_server_leader_changes_seen_total").unwrap_or(0.0) >= 1.0);
+        assert!(sample(&m, "etcd_disk_wal_fsync_duration_seconds_count").unwrap_or(0.0) > 0.0);
+        assert!(sample(&m, "etcd_debugging_mvcc_current_revision").unwrap_or(0.0) > 1.0);
+        let (code, health) = http_get(n.metrics_port, "/health").expect("health answers");
+        assert_eq!(
+            (code, health.as_str()),
+            (200, r#"{"health":"true","reason":""}"#)
+        );
+    }
+    assert_eq!(
+        leaders, 1.0,
+        "exactly one member reports etcd_server_is_leader 1"
+    );
 
     // Every server sees the same cluster, and the store check is reported.
     for n in &nodes {
@@ -261,6 +301,12 @@ fn three_stacked_servers_serve_kubectl_and_survive_the_leaders_death() {
         .expect("writes through every survivor");
         let ready = kubectl_ok(s, &["get", "--raw", "/readyz"]).expect("readyz");
         assert_eq!(ready.trim(), "ok");
+        let m = store_metrics(&nodes[i]);
+        assert_eq!(sample(&m, "etcd_server_has_leader"), Some(1.0), "{m}");
+        assert!(
+            sample(&m, "etcd_server_leader_changes_seen_total").unwrap_or(0.0) >= 2.0,
+            "the new leader is counted: {m}"
+        );
     }
 
     // The killed server restarts on its data directory and catches up.

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use e2e::ServerProcess;
 use e2e::cli::{apply, cluster, json, ok, wait_for};
+use e2e::{ServerProcess, http_get};
 use serde_json::Value;
 
 fn items(v: &Value) -> Vec<Value> {
@@ -596,20 +596,6 @@ spec:
 }
 
 /// A plain HTTP GET on 127.0.0.1:`port`; None until something answers.
-fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        c,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    c.read_to_string(&mut out).ok()?;
-    Some(out)
-}
-
 /// A standalone `capstan controllers` process, killed on drop.
 struct Manager(std::process::Child);
 
@@ -676,16 +662,13 @@ fn standalone_controller_managers_fail_over_through_the_lease() {
     });
     let _second = start(p2, "kcm2.log");
     let metrics = wait_for(&s, 30, "metrics of the leader", || {
-        http_get(p1, "/metrics").filter(|m| {
+        http_get(p1, "/metrics").filter(|(_, m)| {
             m.contains("leader_election_master_status{name=\"kube-controller-manager\"} 1")
         })
     });
-    assert!(metrics.contains("200 OK"), "{metrics}");
+    assert_eq!(metrics.0, 200, "{metrics:?}");
     let health = wait_for(&s, 30, "healthz", || http_get(p1, "/healthz"));
-    assert!(
-        health.contains("200 OK") && health.ends_with("ok"),
-        "{health}"
-    );
+    assert_eq!(health, (200, "ok".to_owned()));
     ok(
         &s,
         &[
@@ -698,7 +681,7 @@ fn standalone_controller_managers_fail_over_through_the_lease() {
     );
     rollout_status(&s, "deployment/one");
     let standby = wait_for(&s, 30, "metrics of the standby", || {
-        http_get(p2, "/metrics")
+        http_get(p2, "/metrics").map(|(_, m)| m)
     });
     assert!(
         !standby.contains("leader_election_master_status{name=\"kube-controller-manager\"} 1"),

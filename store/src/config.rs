@@ -51,6 +51,9 @@ pub struct StoreConfig {
     pub initial_cluster_token: String,
     /// TLS for `https://` peer URLs.
     pub peer_tls: PeerTls,
+    /// `--listen-metrics-urls`: plain-HTTP URLs serving `/metrics` and `/health` (none by
+    /// default).
+    pub listen_metrics_urls: Vec<String>,
 }
 
 /// One `name=url` group of `--initial-cluster` (a name may be given several URLs).
@@ -134,6 +137,7 @@ impl StoreConfig {
             initial_cluster_state: ClusterState::New,
             initial_cluster_token: "etcd-cluster".into(),
             peer_tls: PeerTls::default(),
+            listen_metrics_urls: Vec::new(),
         }
     }
 

@@ -20,6 +20,7 @@ pub mod config;
 pub mod error;
 pub mod lease;
 pub mod log;
+pub mod metrics;
 pub mod mvcc;
 pub mod node;
 pub mod server;

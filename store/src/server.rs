@@ -43,6 +43,7 @@ pub async fn run(
     let listeners = bind_clients(&cfg).await?;
     let (node, driver) = Node::start(&cfg)?;
     let clients = ClientServers::spawn(&node, &cfg, listeners);
+    let metrics = serve_metrics(&cfg, &node).await?;
     let expiry = tokio::spawn(expire_leases(node.clone()));
 
     let mut shutdown = std::pin::pin!(shutdown);
@@ -58,6 +59,9 @@ pub async fn run(
         }
     };
     expiry.abort();
+    for m in metrics {
+        m.abort();
+    }
     node.stop();
     clients.stop().await;
     let driver_result = tokio::task::spawn_blocking(move || driver.join())
@@ -86,6 +90,24 @@ pub async fn bind_clients(cfg: &StoreConfig) -> Result<Vec<TcpListener>> {
         listeners.push(l);
     }
     Ok(listeners)
+}
+
+/// Serves `/metrics` and `/health` of `node` on every `--listen-metrics-urls` address; abort
+/// the returned tasks to stop.
+pub async fn serve_metrics(
+    cfg: &StoreConfig,
+    node: &Node,
+) -> Result<Vec<tokio::task::JoinHandle<()>>> {
+    let mut tasks = Vec::new();
+    for url in &cfg.listen_metrics_urls {
+        let addr = parse_client_url(url)?;
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(StoreError::io("listening on", addr.to_string()))?;
+        tracing::info!(%url, "serving /metrics and /health");
+        tasks.push(tokio::spawn(crate::metrics::serve(l, node.clone())));
+    }
+    Ok(tasks)
 }
 
 /// The etcd v3 gRPC servers of a member, one per client listener. `capstan store` runs them

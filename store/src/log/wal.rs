@@ -233,9 +233,11 @@ impl Wal {
         self.file
             .write_all(&self.buf)
             .map_err(StoreError::io("writing WAL", &path))?;
+        let started = std::time::Instant::now();
         self.file
             .sync_data()
             .map_err(StoreError::io("syncing WAL", &path))?;
+        crate::metrics::observe_wal_fsync(started.elapsed());
         self.size += self.buf.len() as u64;
         self.buf.clear();
         Ok(())

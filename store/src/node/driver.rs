@@ -322,6 +322,7 @@ impl Driver {
             .into_iter()
             .partition(|(t, _, _)| t.elapsed() > limit);
         self.waiting_proposals = keep;
+        crate::metrics::proposals_failed(old.len() as u64);
         for (_, _, reply) in old {
             let _ = reply.send(Err(StoreError::NoLeader));
         }
@@ -438,6 +439,9 @@ impl Driver {
         self.on_read_states(read_states);
         self.answer_reads();
         if let Some((leader, role)) = role_changed {
+            if leader != self.known_leader && leader != raft::INVALID_ID {
+                crate::metrics::leader_changed();
+            }
             if leader != self.known_leader && !self.pending.is_empty() {
                 // Proposals sent while following the old leader may have died with it
                 // (raft-rs forwards a follower's proposal and forgets it). Answer them now,
@@ -446,6 +450,7 @@ impl Driver {
                     count = self.pending.len(),
                     "leader changed: failing in-flight proposals as indeterminate"
                 );
+                crate::metrics::proposals_failed(self.pending.len() as u64);
                 for (_, reply) in self.pending.drain() {
                     let _ = reply.send(Err(StoreError::TimeoutDueToLeaderFail));
                 }
