@@ -28,6 +28,11 @@
 //!    shrinks without a defrag and its WAL segments are preallocated 64 MiB files.
 //! 8. **restart (after snapshot)**: SIGKILL and restart with the same flag, timed as in 6.
 //!
+//! 9. **3 members**: afterwards, a 3-member cluster of each system on loopback (three
+//!    processes, separate data directories, default Raft timings, plain TCP between members)
+//!    takes puts from 16 and 256 clients with the connections spread round-robin over the
+//!    three members (followers forward to the leader), 5 s or 20k puts per row.
+//!
 //! The table goes to stdout, one progress line per step to stderr. The last column is
 //! capstan/etcd: above 1 means capstan has more of it (good for ops/s, bad for latency, RSS,
 //! restart time and disk). Numbers from one run on a small machine are noisy; compare orders
@@ -96,7 +101,9 @@ fn run() -> Result<bool> {
 
     // Declared after `tmp`, so both servers are killed (dropped) before it is removed.
     let mut servers = Vec::new();
-    for kind in [Kind::Etcd, Kind::Capstan] {
+    // `STORE_BENCH_CLUSTER_ONLY=1`: only the 3-member rows.
+    let single = std::env::var_os("STORE_BENCH_CLUSTER_ONLY").is_none();
+    for kind in [Kind::Etcd, Kind::Capstan].into_iter().filter(|_| single) {
         let mut server = Server::new(kind, &tmp.path().join(kind.dir_name()));
         let took = server.launch(&[])?;
         eprintln!(
@@ -108,11 +115,10 @@ fn run() -> Result<bool> {
         servers.push(server);
     }
 
-    let mut results = Vec::new();
+    let mut results = vec![Metrics::new(), Metrics::new()];
     let mut all_ok = true;
-    for server in &mut servers {
-        let mut m = Metrics::new();
-        if let Err(e) = bench_one(&rt, server, &mut m) {
+    for (server, m) in servers.iter_mut().zip(&mut results) {
+        if let Err(e) = bench_one(&rt, server, m) {
             all_ok = false;
             eprintln!("[{}] FAILED: {e:#}", server.kind.name());
             eprintln!(
@@ -122,12 +128,157 @@ fn run() -> Result<bool> {
             );
         }
         server.kill();
-        results.push(m);
     }
     drop(servers);
 
+    for (kind, m) in [Kind::Etcd, Kind::Capstan].into_iter().zip(&mut results) {
+        if let Err(e) = bench_cluster(
+            &rt,
+            kind,
+            &tmp.path().join(format!("{}-3", kind.dir_name())),
+            m,
+        ) {
+            all_ok = false;
+            eprintln!("[{} x3] FAILED: {e:#}", kind.name());
+        }
+    }
+
     print_table(&results[0], &results[1]);
     Ok(all_ok)
+}
+
+/// Client counts of the 3-member rows.
+const CLUSTER_CLIENTS: [usize; 2] = [16, 256];
+
+/// A 3-member cluster of `kind` on loopback (separate processes and data directories under
+/// `dir`, default Raft timings): puts at [`CLUSTER_CLIENTS`] with the connections spread over
+/// the three members.
+fn bench_cluster(rt: &Runtime, kind: Kind, dir: &Path, m: &mut Metrics) -> Result<()> {
+    let name = format!("{} x3", kind.name());
+    let mut cluster = Cluster3::start(kind, dir)?;
+    let endpoints: Vec<&str> = cluster.clients.iter().map(String::as_str).collect();
+    rt.block_on(wait_cluster_ready(&endpoints, Duration::from_secs(60)))
+        .with_context(|| format!("{name} not ready; logs:\n{}", cluster.logs()))?;
+    eprintln!("[{name}] ready at {}", endpoints.join(","));
+    for clients in CLUSTER_CLIENTS {
+        let s = rt.block_on(drive_spread(
+            &endpoints,
+            Op::Put,
+            clients,
+            PUT_MAX_OPS,
+            ROW_TIME,
+        ))?;
+        eprintln!("[{name}] put @{clients}: {s}");
+        m.insert(format!("3 members: put ops/s @{clients}"), s.ops_per_sec());
+        m.insert(
+            format!("3 members: put p99 ms @{clients}"),
+            s.percentile_ms(0.99),
+        );
+    }
+    cluster.kill();
+    Ok(())
+}
+
+/// Until a put through every member succeeds (a leader exists and forwards work).
+async fn wait_cluster_ready(endpoints: &[&str], limit: Duration) -> Result<()> {
+    let deadline = Instant::now() + limit;
+    'members: for ep in endpoints {
+        loop {
+            let opts = ConnectOptions::new()
+                .with_connect_timeout(Duration::from_millis(500))
+                .with_timeout(Duration::from_secs(2));
+            if let Ok(mut c) = Client::connect([*ep], Some(opts)).await
+                && c.put("health", "ok", None).await.is_ok()
+            {
+                continue 'members;
+            }
+            if Instant::now() > deadline {
+                bail!("no put through {ep} after {limit:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Three member processes of etcd or capstan store, bootstrapped with `--initial-cluster`.
+struct Cluster3 {
+    children: Vec<Child>,
+    clients: Vec<String>,
+    logs: Vec<PathBuf>,
+}
+
+impl Cluster3 {
+    fn start(kind: Kind, dir: &Path) -> Result<Cluster3> {
+        std::fs::create_dir_all(dir)?;
+        let peers: Vec<String> = (0..3)
+            .map(|_| format!("http://127.0.0.1:{}", free_port()))
+            .collect();
+        let clients: Vec<String> = (0..3)
+            .map(|_| format!("http://127.0.0.1:{}", free_port()))
+            .collect();
+        let initial = peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("m{i}={p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut c = Cluster3 {
+            children: Vec::new(),
+            clients: clients.clone(),
+            logs: Vec::new(),
+        };
+        for i in 0..3 {
+            let log = dir.join(format!("m{i}.log"));
+            let mut cmd = match kind {
+                Kind::Etcd => Command::new("etcd"),
+                Kind::Capstan => {
+                    let mut cmd = Command::new(capstan_bin());
+                    cmd.arg("store");
+                    cmd
+                }
+            };
+            cmd.args(["--name", &format!("m{i}")])
+                .arg("--data-dir")
+                .arg(dir.join(format!("m{i}")))
+                .args(["--listen-client-urls", &clients[i]])
+                .args(["--advertise-client-urls", &clients[i]])
+                .args(["--listen-peer-urls", &peers[i]])
+                .args(["--initial-advertise-peer-urls", &peers[i]])
+                .args(["--initial-cluster", &initial])
+                .args(["--initial-cluster-token", "bench-3"])
+                .stdout(Stdio::null())
+                .stderr(File::create(&log)?);
+            c.children.push(
+                cmd.spawn()
+                    .with_context(|| format!("spawning {} member", kind.name()))?,
+            );
+            c.logs.push(log);
+        }
+        Ok(c)
+    }
+
+    fn logs(&self) -> String {
+        self.logs
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n-----\n")
+    }
+
+    fn kill(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.children.clear();
+    }
+}
+
+impl Drop for Cluster3 {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 /// All steps for one system, recording each figure in `m` as soon as it is known.
@@ -493,9 +644,22 @@ async fn drive(
     max_ops: u64,
     max_time: Duration,
 ) -> Result<RunStats> {
+    drive_spread(&[endpoint], op, tasks, max_ops, max_time).await
+}
+
+/// As [`drive`], with the connections spread round-robin over `endpoints` (a cluster's
+/// members, as several API servers would use them).
+async fn drive_spread(
+    endpoints: &[&str],
+    op: Op,
+    tasks: usize,
+    max_ops: u64,
+    max_time: Duration,
+) -> Result<RunStats> {
     let what = format!("{op:?} @{tasks}");
     let mut clients = Vec::new();
-    for _ in 0..tasks.div_ceil(CLIENTS_PER_CONN) {
+    for i in 0..tasks.div_ceil(CLIENTS_PER_CONN) {
+        let endpoint = endpoints[i % endpoints.len()];
         clients.push(connect(endpoint).await.with_context(|| what.clone())?);
     }
     let next = Arc::new(AtomicU64::new(0));
@@ -615,6 +779,10 @@ fn rows() -> Vec<(String, usize)> {
         rows.push((format!("put p99 ms @{c}"), 3));
     }
     rows.push((format!("range ops/s @{RANGE_CLIENTS}"), 0));
+    for c in CLUSTER_CLIENTS {
+        rows.push((format!("3 members: put ops/s @{c}"), 0));
+        rows.push((format!("3 members: put p99 ms @{c}"), 3));
+    }
     rows.push((ROW_RSS.to_owned(), 1));
     for label in [
         ROW_RESTART,
