@@ -5,8 +5,11 @@
 //! nemesis injects one fault at a time: kill -9 and restart, SIGSTOP and SIGCONT, a partition
 //! of a member's inbound peer traffic, or a delay on it. After healing come final
 //! linearizable reads. Then the whole history must be linearizable per key (checked by
-//! `e2e::linearizability`), and a watch from revision 1 on every member must deliver the
-//! events in order without duplicates, including every acknowledged put.
+//! `e2e::linearizability`). Watches are checked twice: a watch per member that runs through
+//! the faults (resuming after each break from the revision after its last event) and a fresh
+//! watch from revision 1 on every member after the run must each deliver the events in
+//! order, without duplicates or gaps, identical across members and between the two, and
+//! including every acknowledged put.
 //!
 //! `FAULT_RUNS` (default 3) sets the number of runs, `FAULT_RUN_SECS` (default 12) their
 //! length, `FAULT_SEED` the base seed; failing histories are saved under
@@ -187,6 +190,94 @@ async fn watch_all(ep: &str, final_rev: i64) -> Result<Vec<(i64, String, String)
     Ok(out)
 }
 
+/// A watch that lives through the faults: from revision 1 on `ep`, and whenever the stream
+/// breaks (the member killed, a connection lost) it reconnects to the same member and
+/// resumes from the revision after the last event it got, as a client (or the API server's
+/// watch cache) does. Returns the events once it has seen `target` (set when the run ends)
+/// and the number of resumes.
+async fn live_watch(
+    ep: String,
+    mut target: tokio::sync::watch::Receiver<i64>,
+) -> Result<(Vec<(i64, String, String)>, usize)> {
+    let mut out: Vec<(i64, String, String)> = Vec::new();
+    let mut resumes = 0;
+    loop {
+        let last = out.last().map_or(0, |e| e.0);
+        let goal = *target.borrow();
+        if goal > 0 && last >= goal {
+            return Ok((out, resumes));
+        }
+        let opts = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(last + 1);
+        let connected = tokio::time::timeout(OP_TIMEOUT, async {
+            let mut c = Client::connect([ep.as_str()], None).await.ok()?;
+            let stream = c.watch("fk", Some(opts)).await.ok()?;
+            Some((c, stream))
+        })
+        .await
+        .ok()
+        .flatten();
+        let Some((_client, mut stream)) = connected else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        loop {
+            let goal = *target.borrow();
+            if goal > 0 && out.last().map_or(0, |e| e.0) >= goal {
+                return Ok((out, resumes));
+            }
+            let msg = tokio::select! {
+                m = stream.message() => m,
+                _ = target.changed() => continue,
+            };
+            let resp = match msg {
+                Ok(Some(resp)) => resp,
+                Ok(None) | Err(_) => break,
+            };
+            if resp.compact_revision() > 0 {
+                bail!(
+                    "live watch on {ep} compacted at {}",
+                    resp.compact_revision()
+                );
+            }
+            if resp.canceled() {
+                break;
+            }
+            for ev in resp.events() {
+                if let Some(kv) = ev.kv() {
+                    out.push((
+                        kv.mod_revision(),
+                        String::from_utf8_lossy(kv.key()).into_owned(),
+                        String::from_utf8_lossy(kv.value()).into_owned(),
+                    ));
+                }
+            }
+        }
+        resumes += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Order, duplicates and gaps of a watch's events: (revision, key) strictly increasing, and
+/// every revision from the first event's to the last present (every write of a run touches
+/// a fault key, so a missing revision is a lost event).
+fn check_watch(what: &str, events: &[(i64, String, String)]) -> Result<()> {
+    for w in events.windows(2) {
+        if (w[0].0, &w[0].1) >= (w[1].0, &w[1].1) {
+            bail!("{what}: events out of order or duplicated: {w:?}");
+        }
+        if w[1].0 > w[0].0 + 1 {
+            bail!(
+                "{what}: gap: no event between revisions {} and {}",
+                w[0].0,
+                w[1].0
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Fault counts of one run.
 #[derive(Default, Debug)]
 struct Faults {
@@ -194,6 +285,8 @@ struct Faults {
     pause: usize,
     partition: usize,
     delay: usize,
+    /// Times a live watch broke and resumed.
+    watch_resumes: usize,
 }
 
 /// One run: cluster, load, nemesis, heal, final reads, check.
@@ -233,6 +326,11 @@ fn one_run(run: usize, seed: u64, secs: u64) -> Result<(usize, Faults)> {
     let start = Instant::now();
     let stop_at = start + Duration::from_secs(secs);
     let history = Arc::new(Mutex::new(Vec::new()));
+    let (watch_target, watch_goal) = tokio::sync::watch::channel(0i64);
+    let watchers: Vec<_> = endpoints
+        .iter()
+        .map(|ep| rt.spawn(live_watch(ep.clone(), watch_goal.clone())))
+        .collect();
     let mut tasks = Vec::new();
     for id in 0..4 {
         tasks.push(rt.spawn(client_loop(
@@ -328,17 +426,43 @@ fn one_run(run: usize, seed: u64, secs: u64) -> Result<(usize, Faults)> {
         })
         .max()
         .unwrap_or(0);
-    for ep in &endpoints {
+    // The watches that ran through the faults: resumed after every break, they must hold
+    // exactly what a fresh watch holds, with no gap, duplicate or reordering.
+    let _ = watch_target.send(final_rev);
+    let mut live = Vec::new();
+    for (ep, w) in endpoints.iter().zip(watchers) {
+        let joined = rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), w).await });
+        match joined {
+            Ok(Ok(Ok((events, resumes)))) => {
+                check_watch(&format!("live watch on {ep} ({resumes} resumes)"), &events)?;
+                faults.watch_resumes += resumes;
+                live.push(events);
+            }
+            Ok(Ok(Err(e))) => bail!("live watch on {ep}: {e:#}"),
+            Ok(Err(e)) => bail!("live watch on {ep}: {e}"),
+            Err(_) => bail!("live watch on {ep} did not reach revision {final_rev} in 60 s"),
+        }
+    }
+    let mut fresh: Vec<Vec<(i64, String, String)>> = Vec::new();
+    for (i, ep) in endpoints.iter().enumerate() {
         let events = rt.block_on(watch_all(ep, final_rev));
         let events = match events {
             Ok(ev) => ev,
             Err(e) => bail!("watch on {ep}: {e:#}"),
         };
-        for w in events.windows(2) {
-            if (w[0].0, &w[0].1) >= (w[1].0, &w[1].1) {
-                bail!("watch on {ep}: events out of order or duplicated: {w:?}");
-            }
+        check_watch(&format!("watch on {ep}"), &events)?;
+        let upto = |evs: &[(i64, String, String)]| -> Vec<(i64, String, String)> {
+            evs.iter().filter(|e| e.0 <= final_rev).cloned().collect()
+        };
+        if upto(&events) != upto(&live[i]) {
+            bail!("watch on {ep}: the live watch and a fresh watch differ");
         }
+        if let Some(first) = fresh.first()
+            && upto(first) != upto(&events)
+        {
+            bail!("watch on {ep}: members' histories differ");
+        }
+        fresh.push(events.clone());
         let seen: std::collections::HashSet<(i64, &str, &str)> = events
             .iter()
             .map(|(r, k, v)| (*r, k.as_str(), v.as_str()))
@@ -398,8 +522,9 @@ fn store_survives_faults_linearizably() -> Result<()> {
             Ok((ops, f)) => {
                 println!(
                     "run {run}/{runs} seed={seed}: {ops} ops, faults kill9={} pause={} \
-                     partition={} delay={}: linearizable",
-                    f.kill9, f.pause, f.partition, f.delay
+                     partition={} delay={}, live watches resumed {} times: linearizable, \
+                     watches complete",
+                    f.kill9, f.pause, f.partition, f.delay, f.watch_resumes
                 );
                 total_part += f.partition;
                 total_delay += f.delay;
