@@ -231,6 +231,17 @@ fn setters(pod_bad: bool, bad_containers: &[String]) -> Vec<String> {
     s
 }
 
+/// The setters (`pod`, `containers "a", "b"`) whose `securityContext` is `bad`: the pod's
+/// and each container's (init and ephemeral ones included).
+fn security_context_setters(spec: &Value, mut bad: impl FnMut(&Value) -> bool) -> Vec<String> {
+    let pod_bad = at(spec, &["securityContext"]).is_some_and(&mut bad);
+    let bad_containers: Vec<String> = containers(spec)
+        .filter(|c| at(c, &["securityContext"]).is_some_and(&mut bad))
+        .map(name)
+        .collect();
+    setters(pod_bad, &bad_containers)
+}
+
 // --- baseline ------------------------------------------------------------------
 
 const APPARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
@@ -248,12 +259,7 @@ fn app_armor_profile(meta: &Value, spec: &Value, _: Version) -> Option<Violation
         }
         bad
     };
-    let pod_bad = at(spec, &["securityContext"]).is_some_and(&mut bad_field);
-    let bad_containers: Vec<String> = containers(spec)
-        .filter(|c| at(c, &["securityContext"]).is_some_and(&mut bad_field))
-        .map(name)
-        .collect();
-    let mut bad_setters = setters(pod_bad, &bad_containers);
+    let mut bad_setters = security_context_setters(spec, &mut bad_field);
     let mut values: Vec<String> = bad_values.into_iter().collect();
     let mut annotations: Vec<String> = meta
         .get("annotations")
@@ -474,12 +480,7 @@ fn se_linux_options(_: &Value, spec: &Value, version: Version) -> Option<Violati
         }
         !valid
     };
-    let pod_bad = at(spec, &["securityContext"]).is_some_and(&mut bad);
-    let bad_containers: Vec<String> = containers(spec)
-        .filter(|c| at(c, &["securityContext"]).is_some_and(&mut bad))
-        .map(name)
-        .collect();
-    let bad_setters = setters(pod_bad, &bad_containers);
+    let bad_setters = security_context_setters(spec, &mut bad);
     if bad_setters.is_empty() {
         return None;
     }
@@ -510,12 +511,7 @@ fn se_linux_options(_: &Value, spec: &Value, version: Version) -> Option<Violati
 
 fn seccomp_profile_baseline(_: &Value, spec: &Value, _: Version) -> Option<Violation> {
     let bad = |sc: &Value| str_at(sc, &["seccompProfile", "type"]) == "Unconfined";
-    let pod_bad = at(spec, &["securityContext"]).is_some_and(bad);
-    let bad_containers: Vec<String> = containers(spec)
-        .filter(|c| at(c, &["securityContext"]).is_some_and(bad))
-        .map(name)
-        .collect();
-    let bad_setters = setters(pod_bad, &bad_containers);
+    let bad_setters = security_context_setters(spec, bad);
     if bad_setters.is_empty() {
         return None;
     }
@@ -562,12 +558,7 @@ fn sysctls(_: &Value, spec: &Value, version: Version) -> Option<Violation> {
 
 fn windows_host_process(_: &Value, spec: &Value, _: Version) -> Option<Violation> {
     let bad = |sc: &Value| bool_at(sc, &["windowsOptions", "hostProcess"]) == Some(true);
-    let pod_bad = at(spec, &["securityContext"]).is_some_and(bad);
-    let bad_containers: Vec<String> = containers(spec)
-        .filter(|c| at(c, &["securityContext"]).is_some_and(bad))
-        .map(name)
-        .collect();
-    let bad_setters = setters(pod_bad, &bad_containers);
+    let bad_setters = security_context_setters(spec, bad);
     if bad_setters.is_empty() {
         return None;
     }
@@ -731,12 +722,7 @@ fn run_as_non_root(_: &Value, spec: &Value, _: Version) -> Option<Violation> {
 
 fn run_as_user(_: &Value, spec: &Value, _: Version) -> Option<Violation> {
     let zero = |sc: &Value| at(sc, &["runAsUser"]).and_then(Value::as_i64) == Some(0);
-    let pod_bad = at(spec, &["securityContext"]).is_some_and(zero);
-    let bad_containers: Vec<String> = containers(spec)
-        .filter(|c| at(c, &["securityContext"]).is_some_and(zero))
-        .map(name)
-        .collect();
-    let bad_setters = setters(pod_bad, &bad_containers);
+    let bad_setters = security_context_setters(spec, zero);
     if bad_setters.is_empty() {
         return None;
     }
