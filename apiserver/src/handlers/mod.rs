@@ -730,6 +730,9 @@ async fn create(
     } else if let Some(m) = object::meta(&mut obj) {
         m.remove("namespace");
     }
+    // With a generated name, a collision in storage is retried with a new name (upstream's
+    // RetryGenerateName, GA in v1.32).
+    let mut generate_name = None;
     if object::meta_str(&obj, "name").is_empty() {
         let generate = object::meta_str(&obj, "generateName").to_owned();
         if !generate.is_empty() {
@@ -737,6 +740,7 @@ async fn create(
             if let Some(m) = object::meta(&mut obj) {
                 m.insert("name".into(), json!(name));
             }
+            generate_name = Some(generate);
         }
     }
     object::prepare_for_create(r, &mut obj);
@@ -788,46 +792,32 @@ async fn create(
             &obj,
         )
         .await?;
-    let name = object::meta_str(&obj, "name").to_owned();
     if dry_run(q) {
         return Ok(with_warnings(
             object_response(StatusCode::CREATED, obj),
             &warnings,
         ));
     }
-    let key = registry::key(r, namespace, &name);
-    if is_service(r)
-        && ctx
-            .storage
-            .get(&key)
-            .await
-            .map_err(storage_error)?
-            .is_some()
-    {
-        return Err(ApiError::AlreadyExists {
-            resource: object::group_resource(r),
-            name,
-        });
-    }
-    let taken = if is_service(r) {
-        service::allocate(ctx, &ctx.service_range, &mut obj).await?
-    } else {
-        Vec::new()
-    };
-    let stored = registry::convert::to_storage(r, obj.clone());
-    let created = ctx.storage.create(&key, object::encode(&stored)?).await;
-    if created.is_err() {
-        service::release(ctx, &taken).await;
-    }
-    let rev = match created {
-        Ok(rev) => rev,
-        Err(storage::Error::AlreadyExists) => {
-            return Err(ApiError::AlreadyExists {
-                resource: object::group_resource(r),
-                name,
-            });
+    let mut attempts = 1;
+    let rev = loop {
+        let name = object::meta_str(&obj, "name").to_owned();
+        let exists = match store_new(ctx, r, namespace, &name, &mut obj).await {
+            Ok(rev) => break rev,
+            Err(ApiError::AlreadyExists { resource, name }) => {
+                ApiError::AlreadyExists { resource, name }
+            }
+            Err(e) => return Err(e),
+        };
+        match &generate_name {
+            Some(generate) if attempts < GENERATE_NAME_ATTEMPTS => {
+                attempts += 1;
+                let name = format!("{generate}{}", object::name_suffix());
+                if let Some(m) = object::meta(&mut obj) {
+                    m.insert("name".into(), json!(name));
+                }
+            }
+            _ => return Err(exists),
         }
-        Err(e) => return Err(storage_error(e)),
     };
     if let Some(m) = object::meta(&mut obj) {
         m.insert("resourceVersion".into(), json!(rev.to_string()));
@@ -836,6 +826,51 @@ async fn create(
         object_response(StatusCode::CREATED, obj),
         &warnings,
     ))
+}
+
+/// Storage attempts of a create with `generateName` (upstream's
+/// `maxNameGenerationCreateAttempts`).
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+/// Writes a new object named `name` (services get their cluster IP and node ports first,
+/// released again if the write fails); AlreadyExists when the name is taken.
+async fn store_new(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    obj: &mut Map<String, Value>,
+) -> Result<i64> {
+    let key = registry::key(r, namespace, name);
+    let exists = || ApiError::AlreadyExists {
+        resource: object::group_resource(r),
+        name: name.to_owned(),
+    };
+    if is_service(r)
+        && ctx
+            .storage
+            .get(&key)
+            .await
+            .map_err(storage_error)?
+            .is_some()
+    {
+        return Err(exists());
+    }
+    let taken = if is_service(r) {
+        service::allocate(ctx, &ctx.service_range, obj).await?
+    } else {
+        Vec::new()
+    };
+    let stored = registry::convert::to_storage(r, obj.clone());
+    let created = ctx.storage.create(&key, object::encode(&stored)?).await;
+    if created.is_err() {
+        service::release(ctx, &taken).await;
+    }
+    match created {
+        Ok(rev) => Ok(rev),
+        Err(storage::Error::AlreadyExists) => Err(exists()),
+        Err(e) => Err(storage_error(e)),
+    }
 }
 
 /// Which part of an object a PUT or PATCH may change.
