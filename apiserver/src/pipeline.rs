@@ -19,6 +19,12 @@ use crate::request_info::RequestInfo;
 #[derive(Debug, Clone, Default)]
 pub struct PeerIdentity(pub Option<UserInfo>);
 
+/// Set on a connection's requests when its client certificate did not verify against the
+/// client CA (why). Upstream's x509 authenticator fails such a request with 401 unless a
+/// bearer token authenticates it.
+#[derive(Debug, Clone)]
+pub struct InvalidClientCert(pub String);
+
 /// Who is making a request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UserInfo {
@@ -78,6 +84,11 @@ pub async fn authenticate(
         Ok(user) => user,
         Err(err) => return err.into_response(),
     };
+    // Anonymous is only for requests without credentials: a certificate that failed
+    // verification is a failed credential.
+    if req.extensions().get::<InvalidClientCert>().is_some() && user == UserInfo::anonymous() {
+        return crate::error::ApiError::Unauthorized.into_response();
+    }
     req.extensions_mut().insert(user);
     req.extensions_mut().insert(authn);
     next.run(req).await

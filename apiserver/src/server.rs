@@ -85,7 +85,14 @@ pub enum Error {
     },
 }
 
-fn tls_config(cfg: &ApiServerConfig) -> Result<rustls::ServerConfig, Error> {
+/// The TLS configuration, and the client-CA verifier the accept loop judges client
+/// certificates with.
+type TlsSetup = (
+    rustls::ServerConfig,
+    Arc<dyn rustls::server::danger::ClientCertVerifier>,
+);
+
+fn tls_config(cfg: &ApiServerConfig) -> Result<TlsSetup, Error> {
     let pem_err = |path: &PathBuf| {
         let path = path.clone();
         move |e: rustls::pki_types::pem::Error| Error::Pem {
@@ -117,11 +124,84 @@ fn tls_config(cfg: &ApiServerConfig) -> Result<rustls::ServerConfig, Error> {
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::Tls(e.to_string()))?
-        .with_client_cert_verifier(verifier)
+        .with_client_cert_verifier(Arc::new(ClientCerts(Arc::clone(&verifier))))
         .with_single_cert(certs, key)
         .map_err(|e| Error::Tls(e.to_string()))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
+    Ok((config, verifier))
+}
+
+/// The handshake's client-certificate policy, as Go's `tls.RequestClientCert` in
+/// kube-apiserver: a certificate is asked for but not judged during the handshake (its
+/// possession is still proven by the handshake signature); the accept loop verifies the chain
+/// against the client CA afterwards, and a certificate that fails makes the connection's
+/// requests 401 (upstream's x509 authenticator error) instead of a TLS alert.
+#[derive(Debug)]
+struct ClientCerts(Arc<dyn rustls::server::danger::ClientCertVerifier>);
+
+impl rustls::server::danger::ClientCertVerifier for ClientCerts {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        self.0.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Ok(rustls::server::danger::ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// The identity of a connection's client certificate chain: verified against the client CA
+/// by `verifier`, then read (CN = user, O = groups); `Err` when it does not verify.
+fn peer_identity(
+    verifier: &dyn rustls::server::danger::ClientCertVerifier,
+    chain: Option<&[CertificateDer<'static>]>,
+) -> Result<Option<UserInfo>, String> {
+    let Some((leaf, intermediates)) = chain.and_then(<[_]>::split_first) else {
+        return Ok(None);
+    };
+    verifier
+        .verify_client_cert(leaf, intermediates, rustls::pki_types::UnixTime::now())
+        .map_err(|e| format!("verifying certificate: {e}"))?;
+    let (name, groups) = certs::identity_from_der(leaf.as_ref()).map_err(|e| e.to_string())?;
+    Ok(Some(UserInfo {
+        name,
+        groups,
+        ..UserInfo::default()
+    }))
 }
 
 /// The version this server reports (kubectl's dispatcher picks its kubectl by the minor).
@@ -202,6 +282,10 @@ async fn api_root(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> Response {
 async fn apis_root(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> Response {
     discovery::apis(&ctx, &headers)
 }
+
+/// Largest request header block accepted: Go's `http.DefaultMaxHeaderBytes` (1 MiB), which
+/// kube-apiserver keeps; above it HTTP/1.1 requests get 431.
+const MAX_HEADER_BYTES: usize = 1 << 20;
 
 /// Upstream's default `--max-requests-inflight`.
 pub const MAX_READONLY_INFLIGHT: usize = 400;
@@ -358,7 +442,8 @@ pub async fn serve(
     ctx: Arc<Ctx>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), Error> {
-    let tls = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config(cfg)?));
+    let (tls, client_ca) = tls_config(cfg)?;
+    let tls = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let addr = SocketAddr::new(cfg.bind_address, cfg.secure_port);
     let listener = TcpListener::bind(addr)
         .await
@@ -390,6 +475,7 @@ pub async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let tls = tls.clone();
+        let client_ca = Arc::clone(&client_ca);
         let app = app.clone();
         tokio::spawn(async move {
             let stream = match tls.accept(tcp).await {
@@ -399,25 +485,29 @@ pub async fn serve(
                     return;
                 }
             };
-            let identity = PeerIdentity(
-                stream
-                    .get_ref()
-                    .1
-                    .peer_certificates()
-                    .and_then(|certs| certs.first())
-                    .and_then(|der| certs::identity_from_der(der.as_ref()).ok())
-                    .map(|(name, groups)| UserInfo {
-                        name,
-                        groups,
-                        ..UserInfo::default()
-                    }),
-            );
+            let (identity, invalid) =
+                match peer_identity(client_ca.as_ref(), stream.get_ref().1.peer_certificates()) {
+                    Ok(user) => (PeerIdentity(user), None),
+                    Err(why) => {
+                        tracing::debug!(%peer, %why, "client certificate refused");
+                        (PeerIdentity(None), Some(pipeline::InvalidClientCert(why)))
+                    }
+                };
             let svc = app.map_request(move |mut req: Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(identity.clone());
+                if let Some(invalid) = &invalid {
+                    req.extensions_mut().insert(invalid.clone());
+                }
                 req.extensions_mut().insert(crate::audit::RemoteAddr(peer));
                 req.map(axum::body::Body::new)
             });
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            // Go's (and so kube-apiserver's) header limit, so large bearer tokens reach the
+            // authenticators (and get their 401) instead of a protocol error.
+            builder.http1().max_buf_size(MAX_HEADER_BYTES + 64 * 1024);
+            builder
+                .http2()
+                .max_header_list_size(MAX_HEADER_BYTES as u32);
             if let Err(e) = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc))
                 .await
