@@ -133,11 +133,13 @@ struct ServerArgs {
     /// Serve requests without credentials as `system:anonymous` (RBAC decides); false: 401.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     anonymous_auth: bool,
-    /// Private key that signs service-account tokens (PKCS#8 ECDSA P-256 PEM; default: the
-    /// data directory's `pki/sa.key`, generated on first start).
+    /// Private key that signs service-account tokens: RSA (PKCS#1 or PKCS#8 PEM; RS256
+    /// tokens) or ECDSA P-256 (PKCS#8; ES256); default: the data directory's `pki/sa.key`,
+    /// an ECDSA key generated on first start.
     #[arg(long)]
     service_account_signing_key_file: Option<PathBuf>,
-    /// Public keys that verify service-account tokens (repeatable; default: `pki/sa.pub`).
+    /// Keys that verify service-account tokens: PEM public keys, certificates or private
+    /// keys, RSA or ECDSA P-256 (repeatable; default: `pki/sa.pub`).
     #[arg(long = "service-account-key-file")]
     service_account_key_files: Vec<PathBuf>,
     /// Issuer (`iss`) of service-account tokens.

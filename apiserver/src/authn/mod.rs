@@ -352,6 +352,14 @@ impl Authenticator {
         Ok((token, exp))
     }
 
+    /// The JWS algorithms of the verification keys, in upstream's order (RS256 first).
+    fn signing_algorithms(&self) -> Vec<&'static str> {
+        let mut algs: Vec<&'static str> = self.keys.iter().map(jwt::PublicKey::alg).collect();
+        algs.sort_unstable_by_key(|a| *a != "RS256");
+        algs.dedup();
+        algs
+    }
+
     /// `/.well-known/openid-configuration`.
     pub fn openid_configuration(&self) -> Value {
         json!({
@@ -359,7 +367,7 @@ impl Authenticator {
             "jwks_uri": format!("{}/openid/v1/jwks", self.issuer.trim_end_matches('/')),
             "response_types_supported": ["id_token"],
             "subject_types_supported": ["public"],
-            "id_token_signing_alg_values_supported": ["ES256"],
+            "id_token_signing_alg_values_supported": self.signing_algorithms(),
         })
     }
 
