@@ -133,56 +133,48 @@ fn check_rsa_server(dir: &Path, key: &Path, public: &Path) {
     assert!(!ok && err.contains("Unauthorized"), "{err}");
 }
 
-#[test]
-fn rsa_pkcs1_signing_keys_sign_rs256_tokens() {
+/// Generates an RSA key with the openssl arguments `generate` (`OUT` stands for the key
+/// file), checks its PEM label, derives its public key, and runs [`check_rsa_server`].
+fn with_openssl_key(generate: &[&str], label: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = dir.path().join("sa.key");
     let public = dir.path().join("sa.pub");
     let k = key.to_str().expect("utf-8");
-    openssl(&["genrsa", "-traditional", "-out", k, "2048"]);
+    let args: Vec<&str> = generate
+        .iter()
+        .map(|a| if *a == "OUT" { k } else { a })
+        .collect();
+    openssl(&args);
+    let pem = std::fs::read_to_string(&key).expect("key");
     assert!(
-        std::fs::read_to_string(&key)
-            .expect("key")
-            .starts_with("-----BEGIN RSA PRIVATE KEY-----")
+        pem.starts_with(&format!("-----BEGIN {label}-----")),
+        "{pem}"
     );
-    openssl(&[
-        "rsa",
-        "-in",
-        k,
-        "-pubout",
-        "-out",
-        public.to_str().expect("utf-8"),
-    ]);
+    let p = public.to_str().expect("utf-8");
+    openssl(&["rsa", "-in", k, "-pubout", "-out", p]);
     check_rsa_server(dir.path(), &key, &public);
 }
 
 #[test]
-fn rsa_pkcs8_signing_keys_sign_rs256_tokens() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let key = dir.path().join("sa.key");
-    let public = dir.path().join("sa.pub");
-    let k = key.to_str().expect("utf-8");
-    openssl(&[
-        "genpkey",
-        "-algorithm",
-        "RSA",
-        "-pkeyopt",
-        "rsa_keygen_bits:2048",
-        "-out",
-        k,
-    ]);
-    assert!(
-        std::fs::read_to_string(&key)
-            .expect("key")
-            .starts_with("-----BEGIN PRIVATE KEY-----")
+fn rsa_pkcs1_signing_keys_sign_rs256_tokens() {
+    with_openssl_key(
+        &["genrsa", "-traditional", "-out", "OUT", "2048"],
+        "RSA PRIVATE KEY",
     );
-    openssl(&[
-        "rsa",
-        "-in",
-        k,
-        "-pubout",
-        "-out",
-        public.to_str().expect("utf-8"),
-    ]);
-    check_rsa_server(dir.path(), &key, &public);
+}
+
+#[test]
+fn rsa_pkcs8_signing_keys_sign_rs256_tokens() {
+    with_openssl_key(
+        &[
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+            "OUT",
+        ],
+        "PRIVATE KEY",
+    );
 }
