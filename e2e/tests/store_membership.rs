@@ -1,13 +1,13 @@
 //! Disaster recovery against a live 3-member store cluster on loopback: stock
 //! `etcdctl snapshot save` streams Maintenance.Snapshot from a follower and from the
 //! leader, and the file it writes holds every key written before (its 512-byte paging and
-//! trailing SHA-256 are the integrity check `snapshot restore` relies on).
-//!
+//! trailing SHA-256 are the integrity check `snapshot restore` relies on; restoring is in
+//! `store_snapshot.rs`).
 //!
 //! Membership changes through stock `etcdctl member …` are validated as etcd does: an
 //! unknown id is "member not found", a peer URL already in use is "Peer URLs already
 //! exists", promoting a voter is "can only promote a learner member". Carrying out a valid
-//! change (Raft conf changes) and `snapshot restore` are not built yet.
+//! change (Raft conf changes) is not built yet.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

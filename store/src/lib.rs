@@ -23,6 +23,7 @@ pub mod log;
 pub mod metrics;
 pub mod mvcc;
 pub mod node;
+pub mod restore;
 pub mod server;
 pub mod transport;
 
