@@ -191,8 +191,10 @@ mod tests {
     fn saved_snapshots_are_checked_and_bare_snap_files_need_skip_hash_check() {
         let dir = std::env::temp_dir().join(format!("capstan-restore-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut snap = Snapshot::default();
-        snap.data = bytes::Bytes::from(Mvcc::default().encode());
+        let snap = Snapshot {
+            data: bytes::Bytes::from(Mvcc::default().encode()),
+            ..Default::default()
+        };
         let (framed, bare) = saved(&snap);
         let path = dir.join("ok.db");
         std::fs::write(&path, &framed).unwrap();
@@ -200,7 +202,7 @@ mod tests {
         assert_eq!(read_back.data, snap.data);
         assert_eq!(status(&read_back).unwrap().revision, 1);
 
-        let mut bad = framed.clone();
+        let mut bad = framed;
         bad[20] ^= 1;
         std::fs::write(&path, &bad).unwrap();
         assert!(
