@@ -61,6 +61,42 @@ impl Member {
         self.stopped = false;
     }
 
+    /// Its client URL.
+    pub fn endpoint(&self) -> &str {
+        &self.client_url
+    }
+
+    /// SIGTERM and wait for a clean exit (at most 20 s): a graceful stop, which hands
+    /// leadership over first.
+    pub fn terminate(&mut self) -> Result<()> {
+        self.resume()?;
+        let Some(mut c) = self.child.take() else {
+            return Ok(());
+        };
+        let ok = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status()?
+            .success();
+        if !ok {
+            bail!("kill -TERM {} failed", self.name);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            if let Some(st) = c.try_wait()? {
+                if !st.success() {
+                    bail!("{} exited with {st}; log: {}", self.name, self.log());
+                }
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                bail!("{} did not stop on SIGTERM", self.name);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// SIGSTOP: the process freezes (sockets stay open, nothing is answered).
     pub fn pause(&mut self) -> Result<()> {
         self.signal("-STOP")?;
@@ -193,6 +229,49 @@ impl Cluster {
         Ok(())
     }
 
+    /// The client URLs of the running members, comma-separated (etcdctl's `--endpoints`).
+    pub fn endpoints(&self) -> String {
+        self.members
+            .iter()
+            .filter(|m| m.is_running())
+            .map(|m| m.client_url.clone())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Index of the member every running member agrees is the leader, once they agree.
+    pub fn wait_leader(&self, limit: std::time::Duration) -> Result<usize> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let running: Vec<(usize, Option<MemberStatus>)> = self
+                .members
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.is_running())
+                .map(|(i, m)| (i, member_status(m.endpoint())))
+                .collect();
+            let leaders: std::collections::BTreeSet<u64> = running
+                .iter()
+                .filter_map(|(_, s)| s.map(|s| s.leader))
+                .collect();
+            let all = running
+                .iter()
+                .all(|(_, s)| s.is_some_and(|s| s.leader != 0));
+            if all
+                && leaders.len() == 1
+                && let Some((i, _)) = running
+                    .iter()
+                    .find(|(_, s)| s.is_some_and(|s| leaders.contains(&s.member_id)))
+            {
+                return Ok(*i);
+            }
+            if std::time::Instant::now() > deadline {
+                bail!("no agreed leader after {limit:?}; logs:\n{}", self.logs());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// Every member's log, separated (for failure messages).
     pub fn logs(&self) -> String {
         self.members
@@ -201,4 +280,37 @@ impl Cluster {
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// What a member's Maintenance.Status says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemberStatus {
+    /// The member's own id.
+    pub member_id: u64,
+    /// The leader it knows (0: none).
+    pub leader: u64,
+    /// Its applied Raft index.
+    pub applied: u64,
+}
+
+/// Maintenance.Status of the member at `endpoint`, if it answers within 2 s.
+pub fn member_status(endpoint: &str) -> Option<MemberStatus> {
+    let ep = endpoint.to_owned();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(async move {
+        let opts = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(std::time::Duration::from_millis(500))
+            .with_timeout(std::time::Duration::from_secs(2));
+        let mut c = etcd_client::Client::connect([ep], Some(opts)).await.ok()?;
+        let s = c.status().await.ok()?;
+        let h = s.header()?;
+        Some(MemberStatus {
+            member_id: h.member_id(),
+            leader: s.leader(),
+            applied: s.raft_applied_index(),
+        })
+    })
 }

@@ -12,185 +12,20 @@
 //!   every member at the end.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use e2e::{capstan_bin, etcdctl, free_port, leaders_in_table};
+use e2e::etcd_cluster::{Cluster, member_status};
+use e2e::{etcdctl, leaders_in_table};
 use etcd_client::{Client, ConnectOptions, GetOptions, WatchOptions};
 
-/// One member process of the cluster.
-struct Member {
-    name: String,
-    client_url: String,
-    peer_url: String,
-    data_dir: PathBuf,
-    log_path: PathBuf,
-    child: Option<Child>,
-}
-
-impl Member {
-    fn endpoint(&self) -> &str {
-        &self.client_url
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log_path).unwrap_or_default()
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// SIGTERM and wait for a clean exit (at most 20 s).
-    fn terminate(&mut self) -> Result<()> {
-        let Some(mut c) = self.child.take() else {
-            return Ok(());
-        };
-        let ok = Command::new("kill")
-            .args(["-TERM", &c.id().to_string()])
-            .status()?
-            .success();
-        if !ok {
-            bail!("kill -TERM failed");
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(st) = c.try_wait()? {
-                if !st.success() {
-                    bail!("{} exited with {st}; log: {}", self.name, self.log());
-                }
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                let _ = c.kill();
-                bail!("{} did not stop on SIGTERM", self.name);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
-struct Cluster {
-    members: Vec<Member>,
-    initial_cluster: String,
-    extra: Vec<String>,
-    _dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    /// Starts `n` members with `extra` flags and waits until all answer with a leader.
-    fn start(n: usize, extra: &[&str]) -> Result<Cluster> {
-        let dir = tempfile::tempdir()?;
-        let mut members = Vec::new();
-        for i in 1..=n {
-            let name = format!("m{i}");
-            members.push(Member {
-                client_url: format!("http://127.0.0.1:{}", free_port()),
-                peer_url: format!("http://127.0.0.1:{}", free_port()),
-                data_dir: dir.path().join(&name),
-                log_path: dir.path().join(format!("{name}.log")),
-                name,
-                child: None,
-            });
-        }
-        let initial_cluster = members
-            .iter()
-            .map(|m| format!("{}={}", m.name, m.peer_url))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut c = Cluster {
-            members,
-            initial_cluster,
-            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
-            _dir: dir,
-        };
-        for i in 0..n {
-            c.spawn(i)?;
-        }
-        c.wait_leader(Duration::from_secs(30))?;
-        Ok(c)
-    }
-
-    fn spawn(&mut self, i: usize) -> Result<()> {
-        let m = &mut self.members[i];
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&m.log_path)?;
-        let child = Command::new(capstan_bin())
-            .arg("store")
-            .args(["--name", &m.name])
-            .arg("--data-dir")
-            .arg(&m.data_dir)
-            .args(["--listen-client-urls", &m.client_url])
-            .args(["--listen-peer-urls", &m.peer_url])
-            .args(["--initial-advertise-peer-urls", &m.peer_url])
-            .args(["--initial-cluster", &self.initial_cluster])
-            .args(["--initial-cluster-token", "e2e-cluster"])
-            .args(&self.extra)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("spawning {}", capstan_bin().display()))?;
-        m.child = Some(child);
-        Ok(())
-    }
-
-    fn endpoints(&self) -> String {
-        self.members
-            .iter()
-            .filter(|m| m.child.is_some())
-            .map(|m| m.client_url.clone())
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    /// Index of the member every running member agrees is the leader, once they agree.
-    fn wait_leader(&self, limit: Duration) -> Result<usize> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let mut leaders = BTreeSet::new();
-            let mut all = true;
-            for m in self.members.iter().filter(|m| m.child.is_some()) {
-                match status(m.endpoint()) {
-                    Some((_, leader, _)) if leader != 0 => {
-                        leaders.insert(leader);
-                    }
-                    _ => all = false,
-                }
-            }
-            if all && leaders.len() == 1 {
-                let leader = *leaders.iter().next().unwrap_or(&0);
-                for (i, m) in self.members.iter().enumerate() {
-                    if m.child.is_some() && status(m.endpoint()).map(|s| s.0) == Some(leader) {
-                        return Ok(i);
-                    }
-                }
-            }
-            if Instant::now() > deadline {
-                let logs: Vec<String> = self.members.iter().map(Member::log).collect();
-                bail!(
-                    "no agreed leader after {limit:?}; logs:\n{}",
-                    logs.join("\n-----\n")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+/// A cluster of `n` members with `extra` flags, once every member agrees on a leader.
+fn start(n: usize, extra: &[&str]) -> Result<Cluster> {
+    let c = Cluster::start(n, extra)?;
+    c.wait_leader(Duration::from_secs(30))?;
+    Ok(c)
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -209,23 +44,9 @@ async fn connect(endpoint: &str, timeout: Duration) -> Result<Client> {
 }
 
 /// (member id, leader id, applied index) of one member, via Maintenance.Status.
-fn status(endpoint: &str) -> Option<(u64, u64, u64)> {
-    let ep = endpoint.to_owned();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .ok()?;
-    rt.block_on(async move {
-        let mut c = connect(&ep, Duration::from_secs(2)).await.ok()?;
-        let s = c.status().await.ok()?;
-        let h = s.header()?;
-        Some((h.member_id(), s.leader(), s.raft_applied_index()))
-    })
-}
-
 #[test]
 fn three_members_one_leader_linearizable_everywhere() -> Result<()> {
-    let mut c = Cluster::start(3, &[])?;
+    let mut c = start(3, &[])?;
     let eps = c.endpoints();
 
     // One leader, seen through the stock etcdctl.
@@ -445,7 +266,7 @@ fn wait_count(count: &AtomicU64, at_least: u64, limit: Duration) -> Result<()> {
 
 #[test]
 fn leader_kill_under_load_fails_over_and_the_member_catches_up_by_snapshot() -> Result<()> {
-    let mut c = Cluster::start(
+    let mut c = start(
         3,
         &[
             "--snapshot-count",
@@ -502,8 +323,8 @@ fn leader_kill_under_load_fails_over_and_the_member_catches_up_by_snapshot() -> 
     c.spawn(leader)?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let leader_applied = status(c.members[new_leader].endpoint()).map(|s| s.2);
-        let applied = status(c.members[leader].endpoint()).map(|s| s.2);
+        let leader_applied = member_status(c.members[new_leader].endpoint()).map(|s| s.applied);
+        let applied = member_status(c.members[leader].endpoint()).map(|s| s.applied);
         if let (Some(a), Some(l)) = (applied, leader_applied)
             && a + 50 >= l
         {
