@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+
+mod member;
 use tokio_util::sync::CancellationToken;
 
 /// Capstan: a Kubernetes control plane in one binary.
@@ -31,6 +33,9 @@ enum Command {
     /// Save, inspect and restore store snapshots (etcdctl's and etcdutl's `snapshot`).
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
+    /// List, add, remove, update and promote store members (etcdctl's `member`).
+    #[command(subcommand)]
+    Member(member::MemberCommand),
     /// Run the scheduler against an API server (as kube-scheduler).
     Scheduler(ComponentArgs<scheduler::Options>),
     /// Run the controller manager's loops against an API server (as kube-controller-manager).
@@ -835,6 +840,7 @@ fn main() -> ExitCode {
                 Ok(())
             }
             Command::Snapshot(cmd) => run_snapshot(cmd).await,
+            Command::Member(cmd) => member::run(cmd).await,
             Command::Kubeconfig(args) => {
                 let paths = certs::PkiPaths::new(&args.data_dir);
                 certs::write_user_kubeconfig(

@@ -15,7 +15,7 @@ pub struct RaftCommand {
     #[prost(uint64, tag = "2")]
     pub origin: u64,
     /// The write itself.
-    #[prost(oneof = "Op", tags = "3, 4, 5, 6, 7, 8")]
+    #[prost(oneof = "Op", tags = "3, 4, 5, 6, 7, 8, 9")]
     pub op: Option<Op>,
 }
 
@@ -40,6 +40,36 @@ pub enum Op {
     /// Lease.LeaseRevoke, from a client or from lease expiry on the leader.
     #[prost(message, tag = "8")]
     LeaseRevoke(pb::PbLeaseRevokeRequest),
+    /// Cluster.MemberUpdate: new peer URLs for a member. Not a Raft configuration change
+    /// (the voters stay the same), so it travels as an ordinary entry.
+    #[prost(message, tag = "9")]
+    MemberUpdate(MemberUpdate),
+}
+
+/// New peer URLs for a member.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MemberUpdate {
+    /// The member.
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// Its new peer URLs.
+    #[prost(string, repeated, tag = "2")]
+    pub peer_urls: Vec<String>,
+}
+
+/// The context of a Raft conf change entry: who waits for it and what the member looks
+/// like (Raft itself only carries the id).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ConfChangeContext {
+    /// Proposal id (as in [`RaftCommand`]).
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// The proposing member.
+    #[prost(uint64, tag = "2")]
+    pub origin: u64,
+    /// Peer URLs of an added member.
+    #[prost(string, repeated, tag = "3")]
+    pub peer_urls: Vec<String>,
 }
 
 /// What applying an [`Op`] produced; headers are filled in by the API layer except
@@ -58,4 +88,6 @@ pub enum Applied {
     LeaseGrant(pb::PbLeaseGrantResponse),
     /// Result of a lease revoke.
     LeaseRevoke(pb::PbLeaseRevokeResponse),
+    /// A member update was applied (`false`: the member no longer exists).
+    MemberUpdate(bool),
 }

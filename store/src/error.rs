@@ -55,6 +55,30 @@ pub enum StoreError {
     /// The store is shutting down or its driver has stopped after a fatal error.
     #[error("etcdserver: server stopped")]
     Stopped,
+    /// A membership request names a member that does not exist.
+    #[error("etcdserver: member not found")]
+    MemberNotFound,
+    /// A new member's peer URLs belong to another member.
+    #[error("etcdserver: Peer URLs already exists")]
+    PeerUrlExists,
+    /// Peer URLs that do not parse.
+    #[error("etcdserver: given member URLs are invalid")]
+    MemberBadUrls,
+    /// `member promote` of a voter.
+    #[error("etcdserver: can only promote a learner member")]
+    MemberNotLearner,
+    /// `member promote` of a learner that has not caught up with the leader.
+    #[error("etcdserver: can only promote a learner member which is in sync with leader")]
+    LearnerNotReady,
+    /// `member add --learner` beyond the one learner etcd allows by default.
+    #[error("etcdserver: too many learner members in cluster")]
+    TooManyLearners,
+    /// A change that would leave the cluster without a quorum of started members.
+    #[error("etcdserver: re-configuration failed due to not enough started members")]
+    NotEnoughStarted,
+    /// This member was removed from the cluster; it stops.
+    #[error("the member has been permanently removed from the cluster")]
+    Removed,
     /// A file-system operation failed.
     #[error("{op} {path}: {source}")]
     Io {

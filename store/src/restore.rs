@@ -117,8 +117,16 @@ pub fn restore(cfg: &StoreConfig, snap: &Snapshot) -> Result<MemberIds> {
             dir.display().to_string()
         )));
     }
-    // The state machine must decode before anything is written.
-    Mvcc::decode(&snap.data)?;
+    // The state machine must decode before anything is written. The old cluster's
+    // membership is not the new cluster's: the new one starts from `--initial-cluster`.
+    let mut state = Mvcc::decode(&snap.data)?;
+    let data = if state.cluster().is_empty() {
+        snap.data.clone()
+    } else {
+        *state.cluster_mut() = Default::default();
+        bytes::Bytes::from(state.encode())
+    };
+    drop(state);
     if cfg.initial_cluster.is_empty() {
         return Err(StoreError::InvalidArgument(
             "--initial-cluster is required to restore a snapshot".into(),
@@ -136,7 +144,7 @@ pub fn restore(cfg: &StoreConfig, snap: &Snapshot) -> Result<MemberIds> {
         meta.term = 1;
         meta.mut_conf_state().voters = identity.initial_voters.clone();
     }
-    restored.data = snap.data.clone();
+    restored.data = data;
     SnapFiles::open(&cfg.snap_dir())?.save(&restored)?;
     Ok(identity.ids)
 }

@@ -141,6 +141,9 @@ impl pb::PbKvService for KvService {
         &self,
         request: Request<pb::PbRangeRequest>,
     ) -> Result<Response<pb::PbRangeResponse>, Status> {
+        if !request.get_ref().serializable {
+            self.shared.refuse_learner()?;
+        }
         Ok(Response::new(
             KvService::range(self, request.get_ref()).await?,
         ))
@@ -159,6 +162,7 @@ impl pb::PbKvService for KvService {
         &self,
         request: Request<pb::PbPutRequest>,
     ) -> Result<Response<pb::PbPutResponse>, Status> {
+        self.shared.refuse_learner()?;
         let req = request.into_inner();
         check_put(&req)?;
         self.check_size(req.encoded_len())?;
@@ -175,6 +179,7 @@ impl pb::PbKvService for KvService {
         &self,
         request: Request<pb::PbDeleteRequest>,
     ) -> Result<Response<pb::PbDeleteResponse>, Status> {
+        self.shared.refuse_learner()?;
         let req = request.into_inner();
         if req.key.is_empty() {
             return Err(StoreError::KeyNotProvided.into());
@@ -193,6 +198,7 @@ impl pb::PbKvService for KvService {
         &self,
         request: Request<pb::PbTxnRequest>,
     ) -> Result<Response<pb::PbTxnResponse>, Status> {
+        self.shared.refuse_learner()?;
         let req = request.into_inner();
         check_txn(&req, self.shared.max_txn_ops)?;
         self.check_size(req.encoded_len())?;
@@ -209,6 +215,7 @@ impl pb::PbKvService for KvService {
         &self,
         request: Request<pb::PbCompactionRequest>,
     ) -> Result<Response<pb::PbCompactionResponse>, Status> {
+        self.shared.refuse_learner()?;
         let req = request.into_inner();
         {
             // Fail fast without a log entry; the state machine checks again when applying.

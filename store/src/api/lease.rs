@@ -59,6 +59,7 @@ impl pb::PbLeaseService for LeaseService {
         &self,
         request: Request<pb::PbLeaseGrantRequest>,
     ) -> Result<Response<pb::PbLeaseGrantResponse>, Status> {
+        self.shared.refuse_learner()?;
         let mut req = request.into_inner();
         if req.ttl > MAX_TTL {
             return Err(StoreError::LeaseTtlTooLarge.into());
@@ -84,6 +85,7 @@ impl pb::PbLeaseService for LeaseService {
         &self,
         request: Request<pb::PbLeaseRevokeRequest>,
     ) -> Result<Response<pb::PbLeaseRevokeResponse>, Status> {
+        self.shared.refuse_learner()?;
         let req = request.into_inner();
         if self.shared.node.mvcc().lease(req.id).is_none() {
             return Err(StoreError::LeaseNotFound.into());
@@ -105,6 +107,7 @@ impl pb::PbLeaseService for LeaseService {
         &self,
         request: Request<Streaming<pb::PbLeaseKeepAliveRequest>>,
     ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
+        self.shared.refuse_learner()?;
         let mut inbound = request.into_inner();
         let shared = Arc::clone(&self.shared);
         let (tx, rx) = mpsc::channel(16);
@@ -136,6 +139,7 @@ impl pb::PbLeaseService for LeaseService {
         &self,
         request: Request<pb::PbLeaseTimeToLiveRequest>,
     ) -> Result<Response<pb::PbLeaseTimeToLiveResponse>, Status> {
+        self.shared.refuse_learner()?;
         let req = request.into_inner();
         let lease = self.shared.node.mvcc().lease(req.id);
         let header = self.shared.complete(None);
@@ -162,6 +166,7 @@ impl pb::PbLeaseService for LeaseService {
         &self,
         _request: Request<pb::PbLeaseLeasesRequest>,
     ) -> Result<Response<pb::PbLeaseLeasesResponse>, Status> {
+        self.shared.refuse_learner()?;
         let leases = self
             .shared
             .node

@@ -67,6 +67,7 @@ impl pb::PbMaintenanceService for MaintenanceService {
         &self,
         request: Request<pb::PbAlarmRequest>,
     ) -> Result<Response<pb::PbAlarmResponse>, Status> {
+        self.shared.refuse_learner()?;
         if request.get_ref().action != ALARM_GET {
             return Err(unsupported("Maintenance.Alarm activate/deactivate"));
         }
@@ -92,6 +93,12 @@ impl pb::PbMaintenanceService for MaintenanceService {
             raft_term: st.term,
             raft_applied_index: st.applied,
             db_size_in_use: in_use,
+            is_learner: self
+                .shared
+                .node
+                .membership()
+                .get(self.shared.node.ids().member_id)
+                .is_some_and(|m| m.is_learner),
             ..Default::default()
         }))
     }
@@ -100,6 +107,7 @@ impl pb::PbMaintenanceService for MaintenanceService {
         &self,
         _request: Request<pb::PbDefragmentRequest>,
     ) -> Result<Response<pb::PbDefragmentResponse>, Status> {
+        self.shared.refuse_learner()?;
         // The state machine lives in memory and the log is trimmed by snapshots: there is
         // no file to defragment.
         Ok(Response::new(pb::PbDefragmentResponse {
@@ -111,6 +119,7 @@ impl pb::PbMaintenanceService for MaintenanceService {
         &self,
         _request: Request<pb::PbHashRequest>,
     ) -> Result<Response<pb::PbHashResponse>, Status> {
+        self.shared.refuse_learner()?;
         Err(unsupported("Maintenance.Hash"))
     }
 
@@ -118,6 +127,7 @@ impl pb::PbMaintenanceService for MaintenanceService {
         &self,
         _request: Request<pb::PbHashKvRequest>,
     ) -> Result<Response<pb::PbHashKvResponse>, Status> {
+        self.shared.refuse_learner()?;
         Err(unsupported("Maintenance.HashKV"))
     }
 
@@ -153,6 +163,7 @@ impl pb::PbMaintenanceService for MaintenanceService {
         &self,
         _request: Request<pb::PbMoveLeaderRequest>,
     ) -> Result<Response<pb::PbMoveLeaderResponse>, Status> {
+        self.shared.refuse_learner()?;
         Err(unsupported(
             "Maintenance.MoveLeader on a single-member store",
         ))
@@ -162,6 +173,7 @@ impl pb::PbMaintenanceService for MaintenanceService {
         &self,
         _request: Request<pb::PbDowngradeRequest>,
     ) -> Result<Response<pb::PbDowngradeResponse>, Status> {
+        self.shared.refuse_learner()?;
         Err(unsupported("Maintenance.Downgrade"))
     }
 }

@@ -56,6 +56,19 @@ impl Shared {
         }
     }
 
+    /// etcd's rule for learners: they serve only Status, serializable reads and snapshots;
+    /// everything else fails with `rpc not supported for learner` (clients then try another
+    /// member).
+    pub fn refuse_learner(&self) -> Result<(), tonic::Status> {
+        let me = self.node.ids().member_id;
+        if self.node.membership().get(me).is_some_and(|m| m.is_learner) {
+            return Err(tonic::Status::unavailable(
+                "etcdserver: rpc not supported for learner",
+            ));
+        }
+        Ok(())
+    }
+
     /// Fills in the ids and term of a header the state machine produced (keeps its revision).
     pub fn complete(&self, header: Option<pb::PbResponseHeader>) -> Option<pb::PbResponseHeader> {
         let revision = header.map_or_else(|| self.node.mvcc().current_revision(), |h| h.revision);

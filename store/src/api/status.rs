@@ -17,8 +17,15 @@ pub fn to_status(err: &StoreError) -> Status {
         | StoreError::TooManyOps
         | StoreError::RequestTooLarge
         | StoreError::InvalidArgument(_) => Code::InvalidArgument,
-        StoreError::LeaseNotFound => Code::NotFound,
-        StoreError::LeaseExists => Code::FailedPrecondition,
+        StoreError::LeaseNotFound | StoreError::MemberNotFound => Code::NotFound,
+        StoreError::MemberBadUrls => Code::InvalidArgument,
+        StoreError::LeaseExists
+        | StoreError::PeerUrlExists
+        | StoreError::MemberNotLearner
+        | StoreError::LearnerNotReady
+        | StoreError::TooManyLearners
+        | StoreError::NotEnoughStarted => Code::FailedPrecondition,
+        StoreError::Removed => Code::Unavailable,
         StoreError::NoLeader
         | StoreError::Timeout
         | StoreError::TimeoutDueToLeaderFail

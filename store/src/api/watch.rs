@@ -69,6 +69,7 @@ impl pb::PbWatchService for WatchService {
         &self,
         request: Request<Streaming<pb::PbWatchRequest>>,
     ) -> Result<Response<Self::WatchStream>, Status> {
+        self.shared.refuse_learner()?;
         let (tx, rx) = mpsc::channel(64);
         let stream = WatchStream {
             shared: Arc::clone(&self.shared),

@@ -38,7 +38,11 @@ pub struct Opened {
 
 impl LogStore {
     /// Opens the log in `wal_dir`/`snap_dir`. A member with no snapshot yet is bootstrapped
-    /// with `initial_voters` as its configuration (a snapshot at index 0, as raft-rs expects).
+    /// with `initial_voters` as its configuration: a snapshot at index 1, term 1, so the log
+    /// proper starts at index 2 and a member added later (whose log is empty, at index 0,
+    /// with no configuration) is always caught up by a snapshot that tells it the
+    /// configuration, never by entries that assume one. A joining member (no voters) starts
+    /// at index 0 with an empty configuration, as raft-rs expects.
     pub fn open(
         wal_dir: &Path,
         snap_dir: &Path,
@@ -50,6 +54,10 @@ impl LogStore {
             Some(s) => s,
             None => {
                 let mut s = Snapshot::default();
+                if !initial_voters.is_empty() {
+                    s.mut_metadata().index = 1;
+                    s.mut_metadata().term = 1;
+                }
                 s.mut_metadata().mut_conf_state().voters = initial_voters.to_vec();
                 snaps.save(&s)?;
                 s
@@ -270,13 +278,19 @@ impl raft::Storage for LogStore {
         Ok(self.last())
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
         let snap = self
             .snaps
             .load_newest()
             .map_err(|e| raft::Error::Store(StorageError::Other(e.to_string().into())))?;
+        // A member refuses a snapshot whose configuration does not include it (it was
+        // added after the snapshot): wait for the one the driver takes after adding it.
+        let includes = |s: &Snapshot| {
+            let cs = s.get_metadata().get_conf_state();
+            cs.voters.contains(&to) || cs.learners.contains(&to) || cs.voters_outgoing.contains(&to)
+        };
         match snap {
-            Some(s) if s.get_metadata().index >= request_index => Ok(s),
+            Some(s) if s.get_metadata().index >= request_index && includes(&s) => Ok(s),
             _ => Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
             )),

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 use prost::Message;
 
+use super::cluster::{ClusterRecord, MemberRecord};
 use super::kv::{LeaseEntry, Mvcc, Record};
 use super::revision::Revision;
 use crate::error::{Result, StoreError};
@@ -20,6 +21,20 @@ struct SnapshotData {
     keys: Vec<KeyHistory>,
     #[prost(message, repeated, tag = "4")]
     leases: Vec<LeaseData>,
+    #[prost(message, repeated, tag = "5")]
+    members: Vec<MemberData>,
+    #[prost(uint64, repeated, tag = "6")]
+    removed: Vec<u64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct MemberData {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(string, repeated, tag = "2")]
+    peer_urls: Vec<String>,
+    #[prost(bool, tag = "3")]
+    is_learner: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -79,6 +94,8 @@ impl Image {
             compacted: self.0.compacted,
             keys: Vec::new(),
             leases: Vec::new(),
+            members: Vec::new(),
+            removed: Vec::new(),
         };
         head.encode_raw(&mut buf);
         for key in &self.0.keys {
@@ -91,6 +108,16 @@ impl Image {
         for lease in &self.0.leases {
             prost::encoding::message::encode(4, lease, &mut buf);
         }
+        // Fields 5 and 6 in the order `encode` writes them.
+        let tail = SnapshotData {
+            revision: 0,
+            compacted: 0,
+            keys: Vec::new(),
+            leases: Vec::new(),
+            members: self.0.members.clone(),
+            removed: self.0.removed.clone(),
+        };
+        tail.encode_raw(&mut buf);
         w.write_all(&buf)
     }
 }
@@ -133,6 +160,17 @@ impl Mvcc {
                     ttl: l.ttl,
                 })
                 .collect(),
+            members: self
+                .cluster
+                .members
+                .iter()
+                .map(|m| MemberData {
+                    id: m.id,
+                    peer_urls: m.peer_urls.clone(),
+                    is_learner: m.is_learner,
+                })
+                .collect(),
+            removed: self.cluster.removed.iter().copied().collect(),
         };
         Image(data)
     }
@@ -185,6 +223,18 @@ impl Mvcc {
             revision: data.revision,
             compacted: data.compacted,
             leases,
+            cluster: ClusterRecord {
+                members: data
+                    .members
+                    .into_iter()
+                    .map(|m| MemberRecord {
+                        id: m.id,
+                        peer_urls: m.peer_urls,
+                        is_learner: m.is_learner,
+                    })
+                    .collect(),
+                removed: data.removed.into_iter().collect(),
+            },
         })
     }
 }
@@ -209,7 +259,15 @@ mod tests {
             };
             m.apply(Op::Put(req)).unwrap();
         }
+        m.cluster_mut()
+            .apply(&crate::mvcc::MemberChange::AddLearner(MemberRecord {
+                id: 9,
+                peer_urls: vec!["http://127.0.0.1:9".into()],
+                is_learner: true,
+            }));
+        m.cluster_mut().apply(&crate::mvcc::MemberChange::Remove(4));
         let back = Mvcc::decode(&m.encode()).unwrap();
+        assert_eq!(back.cluster(), m.cluster());
         assert_eq!(back.current_revision(), m.current_revision());
         assert_eq!(
             back.lease(5).map(|(_, keys)| keys),

@@ -17,6 +17,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
+use super::cluster::ClusterRecord;
 use super::revision::Revision;
 use crate::command::{Applied, Op};
 use crate::error::{Result, StoreError};
@@ -156,6 +157,8 @@ pub struct Mvcc {
     pub(super) revision: i64,
     pub(super) compacted: i64,
     pub(super) leases: BTreeMap<i64, LeaseEntry>,
+    /// The replicated membership (see [`ClusterRecord`]).
+    pub(super) cluster: ClusterRecord,
 }
 
 impl Default for Mvcc {
@@ -167,6 +170,7 @@ impl Default for Mvcc {
             revision: 1,
             compacted: 0,
             leases: BTreeMap::new(),
+            cluster: ClusterRecord::default(),
         }
     }
 }
@@ -196,6 +200,16 @@ impl Mvcc {
     /// The revision history was compacted at (0 if never).
     pub fn compacted_revision(&self) -> i64 {
         self.compacted
+    }
+
+    /// The replicated membership (empty until the first membership change).
+    pub fn cluster(&self) -> &ClusterRecord {
+        &self.cluster
+    }
+
+    /// Mutable access to the membership, for the Raft driver applying a conf change.
+    pub fn cluster_mut(&mut self) -> &mut ClusterRecord {
+        &mut self.cluster
     }
 
     /// Number of live keys.
@@ -376,6 +390,10 @@ impl Mvcc {
                 }
                 Applied::LeaseRevoke(pb::PbLeaseRevokeResponse::default())
             }
+            Op::MemberUpdate(u) => Applied::MemberUpdate(
+                self.cluster
+                    .apply(&super::MemberChange::Update(u.id, u.peer_urls)),
+            ),
         };
         if cur.sub > 0 {
             self.revision = cur.main;
@@ -398,6 +416,7 @@ impl Mvcc {
             Applied::LeaseRevoke(_) => {
                 Applied::LeaseRevoke(pb::PbLeaseRevokeResponse { header: h })
             }
+            Applied::MemberUpdate(ok) => Applied::MemberUpdate(ok),
         }
     }
 

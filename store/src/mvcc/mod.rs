@@ -9,12 +9,14 @@
 //! Architecture invariant: applying the same commands in the same order gives the same state
 //! and the same results on every member (no clocks, no randomness).
 
+mod cluster;
 mod codec;
 mod kv;
 mod revision;
 mod shared_value;
 mod view;
 
+pub use cluster::{ClusterRecord, MemberChange, MemberRecord};
 pub use codec::Image;
 pub use kv::{Event, KeyRange, Mvcc};
 pub use revision::Revision;

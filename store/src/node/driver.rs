@@ -24,18 +24,20 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use prost::Message as _;
 use protobuf::Message as _;
-use raft::eraftpb::{ConfChange, ConfChangeV2, Entry, EntryType, Snapshot, SnapshotMetadata};
+use raft::eraftpb::{
+    ConfChange, ConfChangeType, ConfChangeV2, Entry, EntryType, Snapshot, SnapshotMetadata,
+};
 use raft::{RawNode, ReadState, StateRole};
 use tokio::sync::{oneshot, watch};
 
 use super::transport::Transport;
-use super::{MemberIds, NodeStatus, Request};
-use crate::command::{Applied, Op, RaftCommand};
+use super::{MemberIds, Membership, NodeStatus, Request};
+use crate::command::{Applied, ConfChangeContext, Op, RaftCommand};
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
 use crate::log::LogStore;
 use crate::log::Opened;
-use crate::mvcc::Mvcc;
+use crate::mvcc::{MemberChange, MemberRecord, Mvcc};
 
 /// Requests queued at most this many per cycle, so ticks are never starved.
 const MAX_BATCH: usize = 16_384;
@@ -80,6 +82,17 @@ pub(super) struct Driver {
     known_leader: u64,
     /// Set when asked to stop while leading: stop once leadership moved or at this time.
     stopping: Option<Instant>,
+    /// The cluster's members as the API and the transport see them.
+    membership: Membership,
+    /// Membership changes of this member waiting to be applied, by proposal id.
+    pending_conf: HashMap<u64, ReadReply>,
+    /// When each peer was last heard from (a leader's view of which members are started).
+    last_heard: HashMap<u64, Instant>,
+    /// Take a snapshot at the next chance: a member was added, and the snapshot it will be
+    /// sent must include it.
+    force_snapshot: bool,
+    /// This member was removed from the cluster: stop.
+    removed: bool,
 }
 
 impl Driver {
@@ -93,6 +106,7 @@ impl Driver {
         rev_tx: watch::Sender<i64>,
         status: Arc<Mutex<NodeStatus>>,
         transport: Box<dyn Transport>,
+        membership: Membership,
     ) -> Result<Driver> {
         let snapshot_index = opened.snapshot.get_metadata().index;
         let heartbeat_ms = cfg.heartbeat_interval.as_millis().max(1);
@@ -150,6 +164,11 @@ impl Driver {
             election_timeout: cfg.election_timeout,
             stopping: None,
             known_leader: raft::INVALID_ID,
+            membership,
+            pending_conf: HashMap::new(),
+            last_heard: HashMap::new(),
+            force_snapshot: false,
+            removed: false,
         })
     }
 
@@ -192,11 +211,19 @@ impl Driver {
                 self.requeue_stale_reads();
                 self.expire_waiting();
                 self.pending.retain(|_, tx| !tx.is_closed());
+                self.pending_conf.retain(|_, tx| !tx.is_closed());
             }
             self.retry_waiting()?;
             self.send_reads();
             self.on_ready()?;
             self.maybe_snapshot()?;
+            if self.removed {
+                tracing::error!(
+                    member = format_args!("{:016x}", self.ids.member_id),
+                    "the member has been permanently removed from the cluster; stopping"
+                );
+                return Err(StoreError::Removed);
+            }
             if let Some(deadline) = self.stopping
                 && (self.raw.raft.state != StateRole::Leader || Instant::now() >= deadline)
             {
@@ -254,6 +281,9 @@ impl Driver {
             }
             Request::ReadIndex { reply } => self.queued_reads.push((Instant::now(), reply)),
             Request::Step(msgs) => {
+                if let Some(m) = msgs.first() {
+                    self.last_heard.insert(m.from, Instant::now());
+                }
                 for m in msgs {
                     let (from, kind) = (m.from, m.get_msg_type());
                     if let Err(err) = self.raw.step(m) {
@@ -275,9 +305,169 @@ impl Driver {
                 };
                 self.raw.report_snapshot(to, status);
             }
+            Request::ChangeMembers { change, reply } => self.propose_member_change(&change, reply),
+            Request::Removed => self.removed = true,
             Request::Stop => return Ok(self.start_transfer()),
         }
         Ok(true)
+    }
+
+    /// Whether a peer was heard from within an election timeout (the leader hears from
+    /// every started member at least every heartbeat).
+    fn started(&self, id: u64) -> bool {
+        id == self.ids.member_id
+            || self
+                .last_heard
+                .get(&id)
+                .is_some_and(|t| t.elapsed() <= self.election_timeout)
+    }
+
+    /// etcd's strict reconfiguration checks, as far as this member can judge them: only a
+    /// leader knows whom it hears from and how far each follower's log matches its own.
+    fn check_member_change(&self, change: &MemberChange) -> Result<()> {
+        if self.raw.raft.state != StateRole::Leader {
+            return Ok(());
+        }
+        let voters: Vec<u64> = self.raw.store().initial_state_voters();
+        let quorum = |n: usize| n / 2 + 1;
+        match change {
+            MemberChange::AddVoter(_) => {
+                let started = voters.iter().filter(|id| self.started(**id)).count();
+                if started < quorum(voters.len() + 1) {
+                    return Err(StoreError::NotEnoughStarted);
+                }
+            }
+            MemberChange::Remove(id) if voters.contains(id) => {
+                let left: Vec<u64> = voters.iter().copied().filter(|v| v != id).collect();
+                let started = left.iter().filter(|v| self.started(**v)).count();
+                if started < quorum(left.len()) {
+                    return Err(StoreError::NotEnoughStarted);
+                }
+            }
+            MemberChange::Promote(id) => {
+                let prs = self.raw.raft.prs();
+                let leader = prs.get(self.ids.member_id).map_or(0, |p| p.matched);
+                let learner = prs.get(*id).map_or(0, |p| p.matched);
+                // etcd's readiness: the learner's log matches at least 90% of the leader's.
+                if leader == 0 || learner.saturating_mul(10) < leader.saturating_mul(9) {
+                    return Err(StoreError::LearnerNotReady);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Proposes a membership change as a Raft conf change; the reply comes when it applies.
+    fn propose_member_change(&mut self, change: &MemberChange, reply: ReadReply) {
+        if !self.has_leader() {
+            let _ = reply.send(Err(StoreError::NoLeader));
+            return;
+        }
+        if let Err(e) = self.check_member_change(change) {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut ctx = ConfChangeContext {
+            id,
+            origin: self.ids.member_id,
+            peer_urls: Vec::new(),
+        };
+        let mut cc = ConfChange::default();
+        match change {
+            MemberChange::AddVoter(m) | MemberChange::AddLearner(m) => {
+                cc.set_change_type(if matches!(change, MemberChange::AddLearner(_)) {
+                    ConfChangeType::AddLearnerNode
+                } else {
+                    ConfChangeType::AddNode
+                });
+                cc.node_id = m.id;
+                ctx.peer_urls = m.peer_urls.clone();
+            }
+            MemberChange::Promote(member) => {
+                cc.set_change_type(ConfChangeType::AddNode);
+                cc.node_id = *member;
+            }
+            MemberChange::Remove(member) => {
+                cc.set_change_type(ConfChangeType::RemoveNode);
+                cc.node_id = *member;
+            }
+            MemberChange::Update(..) => {
+                let _ = reply.send(Err(StoreError::InvalidArgument(
+                    "a member update is an ordinary proposal".into(),
+                )));
+                return;
+            }
+        }
+        cc.context = ctx.encode_to_vec().into();
+        match self.raw.propose_conf_change(Vec::new(), cc) {
+            Ok(()) => {
+                self.pending_conf.insert(id, reply);
+            }
+            Err(raft::Error::ProposalDropped) => {
+                let _ = reply.send(Err(StoreError::NoLeader));
+            }
+            Err(e) => {
+                let _ = reply.send(Err(StoreError::Raft(e)));
+            }
+        }
+    }
+
+    /// Applies a committed conf change: Raft's configuration first (its verdict is the same
+    /// on every member), then the replicated membership. A member that sees itself removed
+    /// stops after this cycle.
+    fn apply_member_change(&mut self, state: &mut Mvcc, cc: &ConfChange) -> Result<()> {
+        let ctx = ConfChangeContext::decode(cc.context.as_ref()).unwrap_or_default();
+        if state.cluster().is_empty() {
+            *state.cluster_mut() = self.membership.record();
+        }
+        let id = cc.node_id;
+        let record = MemberRecord {
+            id,
+            peer_urls: ctx.peer_urls,
+            is_learner: false,
+        };
+        let is_learner = state
+            .cluster()
+            .members
+            .iter()
+            .any(|m| m.id == id && m.is_learner);
+        let change = match cc.get_change_type() {
+            ConfChangeType::AddNode if is_learner => MemberChange::Promote(id),
+            ConfChangeType::AddNode => MemberChange::AddVoter(record),
+            ConfChangeType::AddLearnerNode => MemberChange::AddLearner(record),
+            ConfChangeType::RemoveNode => MemberChange::Remove(id),
+        };
+        if state.cluster().removed.contains(&id) {
+            tracing::warn!(
+                member = format_args!("{id:016x}"),
+                "conf change for a removed member ignored"
+            );
+            return Err(StoreError::MemberNotFound);
+        }
+        let cs = self.raw.apply_conf_change(cc).inspect_err(|err| {
+            tracing::warn!(%err, member = format_args!("{id:016x}"), "conf change refused by raft");
+        })?;
+        self.raw.mut_store().set_conf_state(cs);
+        state.cluster_mut().apply(&change);
+        self.membership.sync(state.cluster());
+        tracing::info!(
+            member = format_args!("{id:016x}"),
+            ?change,
+            voters = ?self.raw.store().initial_state_voters(),
+            "membership changed"
+        );
+        match change {
+            MemberChange::AddVoter(_) | MemberChange::AddLearner(_) => {
+                self.force_snapshot = true;
+                self.transport.introduce(id);
+            }
+            MemberChange::Remove(id) if id == self.ids.member_id => self.removed = true,
+            _ => {}
+        }
+        Ok(())
     }
 
     fn propose(&mut self, op: Op, reply: ProposalReply) {
@@ -442,7 +632,9 @@ impl Driver {
             if leader != self.known_leader && leader != raft::INVALID_ID {
                 crate::metrics::leader_changed();
             }
-            if leader != self.known_leader && !self.pending.is_empty() {
+            if leader != self.known_leader
+                && !(self.pending.is_empty() && self.pending_conf.is_empty())
+            {
                 // Proposals sent while following the old leader may have died with it
                 // (raft-rs forwards a follower's proposal and forgets it). Answer them now,
                 // as possibly applied, so clients retry instead of waiting out their timeout.
@@ -452,6 +644,9 @@ impl Driver {
                 );
                 crate::metrics::proposals_failed(self.pending.len() as u64);
                 for (_, reply) in self.pending.drain() {
+                    let _ = reply.send(Err(StoreError::TimeoutDueToLeaderFail));
+                }
+                for (_, reply) in self.pending_conf.drain() {
                     let _ = reply.send(Err(StoreError::TimeoutDueToLeaderFail));
                 }
             }
@@ -480,6 +675,7 @@ impl Driver {
         };
         self.raw.mut_store().apply_snapshot(snap)?;
         let revision = restored.current_revision();
+        self.membership.sync(restored.cluster());
         *self.mvcc.write().unwrap_or_else(PoisonError::into_inner) = restored;
         self.applied = snap.get_metadata().index;
         self.last_snapshot = self.applied;
@@ -501,6 +697,7 @@ impl Driver {
             return Ok(());
         }
         let mut replies = Vec::new();
+        let mut conf_replies = Vec::new();
         let mvcc = Arc::clone(&self.mvcc);
         let revision = {
             let mut state = mvcc.write().unwrap_or_else(PoisonError::into_inner);
@@ -510,10 +707,17 @@ impl Driver {
                     EntryType::EntryNormal if entry.data.is_empty() => {}
                     EntryType::EntryNormal => match RaftCommand::decode(entry.data.as_ref()) {
                         Ok(cmd) => {
+                            let member_update = matches!(cmd.op, Some(Op::MemberUpdate(_)));
+                            if member_update && state.cluster().is_empty() {
+                                *state.cluster_mut() = self.membership.record();
+                            }
                             let result = match cmd.op {
                                 Some(op) => state.apply_from(op, Some(&entry.data)),
                                 None => Err(StoreError::InvalidArgument("empty command".into())),
                             };
+                            if member_update {
+                                self.membership.sync(state.cluster());
+                            }
                             let mine = cmd.origin == self.ids.member_id;
                             if let Some(reply) =
                                 mine.then(|| self.pending.remove(&cmd.id)).flatten()
@@ -529,8 +733,14 @@ impl Driver {
                         let cc = ConfChange::parse_from_bytes(&entry.data).map_err(|e| {
                             StoreError::InvalidArgument(format!("conf change: {e}"))
                         })?;
-                        let cs = self.raw.apply_conf_change(&cc)?;
-                        self.raw.mut_store().set_conf_state(cs);
+                        let result = self.apply_member_change(&mut state, &cc);
+                        let ctx =
+                            ConfChangeContext::decode(cc.context.as_ref()).unwrap_or_default();
+                        if ctx.origin == self.ids.member_id
+                            && let Some(reply) = self.pending_conf.remove(&ctx.id)
+                        {
+                            conf_replies.push((reply, result));
+                        }
                     }
                     EntryType::EntryConfChangeV2 => {
                         let cc = ConfChangeV2::parse_from_bytes(&entry.data).map_err(|e| {
@@ -545,6 +755,9 @@ impl Driver {
         };
         self.rev_tx.send_replace(revision);
         for (reply, result) in replies {
+            let _ = reply.send(result);
+        }
+        for (reply, result) in conf_replies {
             let _ = reply.send(result);
         }
         Ok(())
@@ -572,9 +785,12 @@ impl Driver {
                 Err(mpsc::TryRecvError::Disconnected) => return Err(StoreError::Stopped),
             }
         }
-        if self.applied < self.last_snapshot + self.snapshot_count {
+        let due = self.applied >= self.last_snapshot + self.snapshot_count
+            || (self.force_snapshot && self.applied > self.last_snapshot);
+        if !due {
             return Ok(());
         }
+        self.force_snapshot = false;
         // Only taking the image (values shared, not copied) pauses the driver; the helper
         // thread encodes it straight into the file.
         let started = Instant::now();
@@ -628,6 +844,9 @@ impl Driver {
     }
 
     fn fail_all(&mut self, err: impl Fn() -> StoreError) {
+        for (_, reply) in self.pending_conf.drain() {
+            let _ = reply.send(Err(err()));
+        }
         for (_, reply) in self.pending.drain() {
             let _ = reply.send(Err(err()));
         }

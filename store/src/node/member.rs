@@ -10,6 +10,7 @@
 //! but have the same properties. A lone member started without `--initial-cluster` keeps the
 //! ids earlier versions gave it.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -18,6 +19,7 @@ use sha2::Digest as _;
 
 use crate::config::{ClusterState, StoreConfig};
 use crate::error::{Result, StoreError};
+use crate::mvcc::{ClusterRecord, MemberRecord};
 
 /// Ids that identify this member and its cluster on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,47 +54,61 @@ pub struct MemberInfo {
     pub peer_urls: Vec<String>,
     /// URLs clients reach it on (learned when it connects; empty before).
     pub client_urls: Vec<String>,
+    /// A learner receives the log but does not vote (`member add --learner`).
+    pub is_learner: bool,
+}
+
+#[derive(Debug, Default)]
+struct Members {
+    members: Vec<MemberInfo>,
+    removed: BTreeSet<u64>,
 }
 
 /// The cluster's members, shared by the driver, the transport and the API. Cheap to clone.
+///
+/// The driver keeps it equal to the replicated membership ([`ClusterRecord`]) as changes
+/// apply; names and client URLs are not replicated but learned from each member's hello.
 #[derive(Debug, Clone, Default)]
 pub struct Membership {
-    inner: Arc<RwLock<Vec<MemberInfo>>>,
+    inner: Arc<RwLock<Members>>,
 }
 
 impl Membership {
     /// A membership holding `members`.
     pub fn new(members: Vec<MemberInfo>) -> Self {
         Membership {
-            inner: Arc::new(RwLock::new(members)),
+            inner: Arc::new(RwLock::new(Members {
+                members,
+                removed: BTreeSet::new(),
+            })),
         }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Members> {
+        self.inner.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Every member, in id order.
     pub fn list(&self) -> Vec<MemberInfo> {
-        let mut v = self
-            .inner
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let mut v = self.read().members.clone();
         v.sort_by_key(|m| m.id);
         v
     }
 
     /// One member by id.
     pub fn get(&self, id: u64) -> Option<MemberInfo> {
-        self.inner
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .find(|m| m.id == id)
-            .cloned()
+        self.read().members.iter().find(|m| m.id == id).cloned()
+    }
+
+    /// Whether `id` was removed from the cluster (it may never come back).
+    pub fn is_removed(&self, id: u64) -> bool {
+        self.read().removed.contains(&id)
     }
 
     /// Records the name and client URLs a member announced when it connected.
     pub fn set_attributes(&self, id: u64, name: &str, client_urls: &[String]) {
-        let mut members = self.inner.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(m) = members.iter_mut().find(|m| m.id == id) {
+        let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(m) = inner.members.iter_mut().find(|m| m.id == id) {
             if !name.is_empty() {
                 m.name = name.to_owned();
             }
@@ -100,6 +116,50 @@ impl Membership {
                 m.client_urls = client_urls.to_vec();
             }
         }
+    }
+
+    /// The membership as a replicated record: what the first membership change starts
+    /// from (every member of a cluster was created with the same members).
+    pub fn record(&self) -> ClusterRecord {
+        let inner = self.read();
+        let mut members: Vec<MemberRecord> = inner
+            .members
+            .iter()
+            .map(|m| MemberRecord {
+                id: m.id,
+                peer_urls: m.peer_urls.clone(),
+                is_learner: m.is_learner,
+            })
+            .collect();
+        members.sort_by_key(|m| m.id);
+        ClusterRecord {
+            members,
+            removed: inner.removed.clone(),
+        }
+    }
+
+    /// Takes the replicated membership, keeping the names and client URLs already learned.
+    pub fn sync(&self, record: &ClusterRecord) {
+        if record.is_empty() {
+            return;
+        }
+        let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        let members = record
+            .members
+            .iter()
+            .map(|r| {
+                let known = inner.members.iter().find(|m| m.id == r.id);
+                MemberInfo {
+                    id: r.id,
+                    name: known.map(|m| m.name.clone()).unwrap_or_default(),
+                    peer_urls: r.peer_urls.clone(),
+                    client_urls: known.map(|m| m.client_urls.clone()).unwrap_or_default(),
+                    is_learner: r.is_learner,
+                }
+            })
+            .collect();
+        inner.members = members;
+        inner.removed = record.removed.clone();
     }
 }
 
@@ -123,6 +183,25 @@ pub fn compute_member_id(peer_urls: &[String], token: &str) -> u64 {
     h.update(urls.concat().as_bytes());
     h.update(token.as_bytes());
     first_u64(&h.finalize())
+}
+
+/// The id of a member added to a running cluster (`member add`): as etcd does, a hash of
+/// its peer URLs, the cluster and the time, so ids are never reused; one in use or removed
+/// is skipped.
+pub fn new_member_id(peer_urls: &[String], cluster_id: u64, membership: &Membership) -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let mut salt = 0u64;
+    loop {
+        let token = format!("{cluster_id:016x}-{nanos}-{salt}");
+        let id = compute_member_id(peer_urls, &token);
+        if membership.get(id).is_none() && !membership.is_removed(id) {
+            return id;
+        }
+        salt += 1;
+    }
 }
 
 /// An etcd-style cluster id: hash of the sorted member ids.
@@ -155,6 +234,7 @@ pub fn load_or_create(cfg: &StoreConfig) -> Result<Identity> {
                 path: path.clone(),
                 reason: "expected 'member <hex>' and 'cluster <hex>' lines".into(),
             })?;
+            let joined = text.lines().any(|l| l.trim() == "joined");
             let members = match fs::read_to_string(&members_path) {
                 Ok(text) => parse_members(&text).ok_or_else(|| StoreError::Corrupt {
                     path: members_path.clone(),
@@ -166,9 +246,20 @@ pub fn load_or_create(cfg: &StoreConfig) -> Result<Identity> {
                 }
                 Err(e) => return Err(StoreError::io("reading members", &members_path)(e)),
             };
+            // Only used if the first start died before writing its first snapshot: the same
+            // configuration that start would have used.
+            let initial_voters = if joined {
+                Vec::new()
+            } else {
+                members
+                    .iter()
+                    .filter(|m| !m.is_learner)
+                    .map(|m| m.id)
+                    .collect()
+            };
             Ok(Identity {
                 ids,
-                initial_voters: vec![ids.member_id],
+                initial_voters,
                 members,
             })
         }
@@ -177,10 +268,13 @@ pub fn load_or_create(cfg: &StoreConfig) -> Result<Identity> {
             let ids = identity.ids;
             // The members file first: the id file is what marks the directory initialised.
             write_synced(&dir, "members", &format_members(&identity.members))?;
-            let text = format!(
+            let mut text = format!(
                 "member {:016x}\ncluster {:016x}\n",
                 ids.member_id, ids.cluster_id
             );
+            if identity.initial_voters.is_empty() {
+                text.push_str("joined\n");
+            }
             write_synced(&dir, "id", &text)?;
             Ok(identity)
         }
@@ -194,6 +288,7 @@ fn lone_member(cfg: &StoreConfig, id: u64) -> MemberInfo {
         name: cfg.name.clone(),
         peer_urls: cfg.initial_advertise_peer_urls.clone(),
         client_urls: cfg.client_urls().to_vec(),
+        is_learner: false,
     }
 }
 
@@ -227,7 +322,11 @@ fn derive(cfg: &StoreConfig) -> Result<Identity> {
             name: m.name.clone(),
             peer_urls: m.peer_urls.clone(),
             client_urls: Vec::new(),
+            is_learner: false,
         });
+    }
+    if cfg.initial_cluster_state == ClusterState::Existing {
+        return join(cfg);
     }
     let me = members
         .iter_mut()
@@ -255,17 +354,78 @@ fn derive(cfg: &StoreConfig) -> Result<Identity> {
     let member_id = me.id;
     let all: Vec<u64> = members.iter().map(|m| m.id).collect();
     let cluster_id = compute_cluster_id(&all);
-    let initial_voters = match cfg.initial_cluster_state {
-        ClusterState::New => all,
-        ClusterState::Existing => Vec::new(),
-    };
     Ok(Identity {
         ids: MemberIds {
             member_id,
             cluster_id,
         },
         members,
-        initial_voters,
+        initial_voters: all,
+    })
+}
+
+/// First start of a member joining an existing cluster (`--initial-cluster-state
+/// existing`, after `member add`): asks the other members of `--initial-cluster` for the
+/// cluster's id and members (as etcd's joiner does) and finds itself among them by its peer
+/// URLs. Its log starts empty, with no configuration: the leader sends it a snapshot.
+fn join(cfg: &StoreConfig) -> Result<Identity> {
+    let others: Vec<String> = cfg
+        .initial_cluster
+        .iter()
+        .filter(|m| m.name != cfg.name)
+        .flat_map(|m| m.peer_urls.iter().cloned())
+        .collect();
+    let tls = crate::transport::PeerTlsConfig::load(&cfg.peer_tls)?;
+    let info = crate::transport::query::fetch_cluster(&others, tls.as_ref(), &cfg.name)?;
+    let sorted = |urls: &[String]| {
+        let mut v = urls.to_vec();
+        v.sort();
+        v
+    };
+    let mine = sorted(&cfg.initial_advertise_peer_urls);
+    let me = info
+        .members
+        .iter()
+        .find(|m| sorted(&m.peer_urls) == mine)
+        .ok_or_else(|| {
+            StoreError::InvalidArgument(format!(
+                "error validating peerURLs: the cluster has no member with peer URLs {} \
+                 (add it with `member add` first)",
+                mine.join(",")
+            ))
+        })?;
+    let member_id = me.id;
+    let members = info
+        .members
+        .iter()
+        .map(|m| MemberInfo {
+            id: m.id,
+            name: if m.id == member_id {
+                cfg.name.clone()
+            } else {
+                m.name.clone()
+            },
+            peer_urls: m.peer_urls.clone(),
+            client_urls: if m.id == member_id {
+                cfg.client_urls().to_vec()
+            } else {
+                Vec::new()
+            },
+            is_learner: m.is_learner,
+        })
+        .collect();
+    tracing::info!(
+        member = format_args!("{member_id:016x}"),
+        cluster = format_args!("{:016x}", info.cluster_id),
+        "joining an existing cluster"
+    );
+    Ok(Identity {
+        ids: MemberIds {
+            member_id,
+            cluster_id: info.cluster_id,
+        },
+        members,
+        initial_voters: Vec::new(),
     })
 }
 
@@ -283,7 +443,15 @@ fn write_synced(dir: &Path, name: &str, text: &str) -> Result<()> {
 fn format_members(members: &[MemberInfo]) -> String {
     members
         .iter()
-        .map(|m| format!("{:016x}\t{}\t{}\n", m.id, m.name, m.peer_urls.join(",")))
+        .map(|m| {
+            let learner = if m.is_learner { "\tlearner" } else { "" };
+            format!(
+                "{:016x}\t{}\t{}{learner}\n",
+                m.id,
+                m.name,
+                m.peer_urls.join(",")
+            )
+        })
         .collect()
 }
 
@@ -291,7 +459,7 @@ fn parse_members(text: &str) -> Option<Vec<MemberInfo>> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|line| {
-            let mut parts = line.splitn(3, '\t');
+            let mut parts = line.split('\t');
             let id = u64::from_str_radix(parts.next()?, 16).ok()?;
             let name = parts.next()?.to_owned();
             let peer_urls = parts
@@ -300,11 +468,13 @@ fn parse_members(text: &str) -> Option<Vec<MemberInfo>> {
                 .filter(|u| !u.is_empty())
                 .map(str::to_owned)
                 .collect();
+            let is_learner = parts.next() == Some("learner");
             Some(MemberInfo {
                 id,
                 name,
                 peer_urls,
                 client_urls: Vec::new(),
+                is_learner,
             })
         })
         .collect()

@@ -22,7 +22,7 @@ use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
 use crate::lease::Lessor;
 use crate::log::LogStore;
-use crate::mvcc::Mvcc;
+use crate::mvcc::{MemberChange, Mvcc};
 pub use member::{MemberIds, MemberInfo, Membership};
 
 /// A point-in-time view of this member's Raft state, for Status and metrics.
@@ -60,6 +60,13 @@ pub(crate) enum Request {
         to: u64,
         ok: bool,
     },
+    /// A membership change to propose as a Raft conf change (add, promote, remove).
+    ChangeMembers {
+        change: MemberChange,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    /// A peer said this member was removed from the cluster: stop.
+    Removed,
     /// Stop; a leader first hands leadership to a caught-up follower.
     Stop,
 }
@@ -126,6 +133,9 @@ impl Node {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "loaded snapshot and WAL"
         );
+        // The snapshot's membership, if a membership change ever happened (the log replay
+        // then applies the changes after it).
+        membership.sync(mvcc.cluster());
         let (rev_tx, revision) = watch::channel(mvcc.current_revision());
         let mvcc = Arc::new(RwLock::new(mvcc));
         let status = Arc::new(Mutex::new(NodeStatus::default()));
@@ -161,6 +171,7 @@ impl Node {
             rev_tx,
             Arc::clone(&status),
             transport,
+            membership.clone(),
         )?;
         let thread = std::thread::Builder::new()
             .name("raft-driver".into())
@@ -185,6 +196,21 @@ impl Node {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Request::Propose { op, reply })
+            .map_err(|_| StoreError::Stopped)?;
+        match tokio::time::timeout(self.request_timeout, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(StoreError::Stopped),
+            Err(_) => Err(StoreError::Timeout),
+        }
+    }
+
+    /// Proposes a membership change (a Raft conf change) and waits until it is applied.
+    /// Checks that need the leader's view (is the learner caught up, would the change leave
+    /// a quorum of started members) are made when this member leads.
+    pub async fn change_members(&self, change: MemberChange) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request::ChangeMembers { change, reply })
             .map_err(|_| StoreError::Stopped)?;
         match tokio::time::timeout(self.request_timeout, rx).await {
             Ok(Ok(result)) => result,

@@ -9,6 +9,10 @@ use raft::eraftpb::Message;
 pub trait Transport: Send {
     /// Queues messages for their recipients without blocking.
     fn send(&mut self, msgs: Vec<Message>);
+
+    /// A member was added: make this member known to it (name and client URLs for its
+    /// `member list`), in the background.
+    fn introduce(&mut self, _id: u64) {}
 }
 
 /// The transport of a single-member cluster: there is nobody to talk to.

@@ -16,6 +16,7 @@
 //! The wire format is in [`wire`]. Architecture invariant: nothing here touches `RawNode`;
 //! everything reaches the driver through its request queue.
 
+pub mod query;
 pub mod tls;
 pub mod wire;
 
@@ -115,6 +116,28 @@ impl Ctx {
         let _ = self.driver.send(req);
     }
 
+    /// The answer to a membership query.
+    fn cluster_info(&self) -> wire::ClusterInfo {
+        wire::ClusterInfo {
+            cluster_id: self.ids.cluster_id,
+            members: self
+                .membership
+                .list()
+                .into_iter()
+                .map(|m| wire::MemberEntry {
+                    name: if m.id == self.ids.member_id {
+                        self.name.clone()
+                    } else {
+                        m.name
+                    },
+                    id: m.id,
+                    is_learner: m.is_learner,
+                    peer_urls: m.peer_urls,
+                })
+                .collect(),
+        }
+    }
+
     fn hello(&self, to: u64) -> wire::Hello {
         wire::Hello {
             cluster_id: self.ids.cluster_id,
@@ -127,7 +150,10 @@ impl Ctx {
 }
 
 type Writer = Box<dyn AsyncWrite + Unpin + Send>;
-type ReaderStream = Box<dyn AsyncRead + Unpin + Send>;
+
+/// A peer connection, plain or TLS.
+trait Duplex: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Duplex for T {}
 
 /// The transport of a multi-member cluster (see the module docs).
 pub struct PeerTransport {
@@ -216,6 +242,13 @@ impl Drop for PeerTransport {
 }
 
 impl Transport for PeerTransport {
+    fn introduce(&mut self, id: u64) {
+        if id != self.ctx.ids.member_id {
+            self.runtime
+                .spawn(introduce(Arc::clone(&self.ctx), id, self.stop.subscribe()));
+        }
+    }
+
     fn send(&mut self, msgs: Vec<Message>) {
         for m in msgs {
             let to = m.to;
@@ -236,7 +269,9 @@ impl Transport for PeerTransport {
     }
 }
 
-/// Dials `to` on one of its peer URLs (trying each in turn) and writes the preamble.
+/// Dials `to` on one of its peer URLs (trying each in turn) and writes the preamble. The
+/// connection's other direction is watched for the one thing a listener may say: that this
+/// member was removed from the cluster.
 async fn dial(ctx: &Ctx, to: u64, attempt: usize) -> std::io::Result<Writer> {
     let other = |msg: String| std::io::Error::other(msg);
     let member = ctx
@@ -255,7 +290,7 @@ async fn dial(ctx: &Ctx, to: u64, attempt: usize) -> std::io::Result<Writer> {
     .await
     .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "dial timed out"))??;
     let _ = tcp.set_nodelay(true);
-    let mut w: Writer = if url.tls {
+    let stream: Box<dyn Duplex> = if url.tls {
         let tls = ctx
             .tls
             .as_ref()
@@ -268,6 +303,19 @@ async fn dial(ctx: &Ctx, to: u64, attempt: usize) -> std::io::Result<Writer> {
     } else {
         Box::new(tcp)
     };
+    let (mut r, w) = tokio::io::split(stream);
+    let driver = ctx.driver.clone();
+    tokio::spawn(async move {
+        let mut buf = Vec::new();
+        if read_frame(&mut r, &mut buf).await.is_ok() && wire::is_removed(&buf) {
+            tracing::error!(
+                peer = format_args!("{to:016x}"),
+                "a peer says this member was removed from the cluster"
+            );
+            let _ = driver.send(Request::Removed);
+        }
+    });
+    let mut w: Writer = Box::new(w);
     let mut pre = wire::MAGIC.to_vec();
     pre.extend_from_slice(&wire::encode_hello(&ctx.hello(to)));
     w.write_all(&pre).await?;
@@ -341,6 +389,9 @@ async fn write_loop(ctx: Arc<Ctx>, to: u64, mut rx: mpsc::Receiver<Message>) {
 async fn introduce(ctx: Arc<Ctx>, to: u64, mut stop: watch::Receiver<bool>) {
     let mut attempt = 0;
     loop {
+        if ctx.membership.is_removed(to) || ctx.membership.get(to).is_none() {
+            return;
+        }
         if let Ok(mut w) = dial(&ctx, to, attempt).await {
             let _ = w.shutdown().await;
             return;
@@ -432,7 +483,7 @@ async fn read_loop(
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let other = |msg: String| std::io::Error::other(msg);
-    let stream: ReaderStream = match acceptor {
+    let stream: Box<dyn Duplex> = match acceptor {
         Some(a) => Box::new(
             tokio::time::timeout(DIAL_TIMEOUT * 5, a.accept(stream))
                 .await
@@ -450,6 +501,12 @@ async fn read_loop(
     }
     let mut buf = Vec::new();
     read_frame(&mut r, &mut buf).await?;
+    if wire::is_query(&buf) {
+        let answer = wire::encode_cluster(&ctx.cluster_info());
+        r.write_all(&answer).await?;
+        r.flush().await?;
+        return Ok(());
+    }
     let hello = wire::decode_hello(&buf).map_err(|e| other(e.to_string()))?;
     if hello.cluster_id != ctx.ids.cluster_id {
         tracing::error!(
@@ -459,6 +516,15 @@ async fn read_loop(
             "refusing peer from another cluster (cluster ID mismatch)"
         );
         return Err(other("cluster ID mismatch".into()));
+    }
+    if ctx.membership.is_removed(hello.from) {
+        tracing::warn!(
+            from = format_args!("{:016x}", hello.from),
+            "refusing a removed member"
+        );
+        r.write_all(&wire::encode_removed()).await?;
+        r.flush().await?;
+        return Ok(());
     }
     if hello.to != ctx.ids.member_id {
         return Err(other(format!(

@@ -23,6 +23,8 @@ pub struct PeerTlsConfig {
     pub acceptor: tokio_rustls::TlsAcceptor,
     /// For dialling peers.
     pub connector: tokio_rustls::TlsConnector,
+    /// The client configuration itself, for the one blocking dial a joining member makes.
+    pub client: Arc<rustls::ClientConfig>,
 }
 
 fn invalid(what: &str, path: &Path, e: impl std::fmt::Display) -> StoreError {
@@ -96,9 +98,11 @@ impl PeerTlsConfig {
             .with_root_certificates(roots)
             .with_client_auth_cert(chain, key)
             .map_err(tls_err)?;
+        let client = Arc::new(client);
         Ok(Some(PeerTlsConfig {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
-            connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
+            connector: tokio_rustls::TlsConnector::from(Arc::clone(&client)),
+            client,
         }))
     }
 }

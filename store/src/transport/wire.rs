@@ -4,12 +4,23 @@
 //! with [`MAGIC`] and a hello frame, then carries message frames until either side closes it:
 //!
 //! ```text
-//! connection := MAGIC hello-frame message-frame*
+//! connection := MAGIC hello-frame message-frame*        (the listener may answer: removed)
+//!             | MAGIC query-frame                         (the listener answers: cluster)
 //! frame      := | body length: u32 BE | body |
 //! hello      := 0x01 | cluster id u64 | from u64 | to u64 | name: str16 | n: u16 | str16 * n |
 //! messages   := 0x02 | count: u32 | (| length: u32 | protobuf raft Message |) * count |
+//! query      := 0x03 | name: str16 |
+//! cluster    := 0x04 | cluster id u64 | n: u16 | member * n |
+//! member     := | id u64 | learner u8 | name: str16 | k: u16 | str16 * k |
+//! removed    := 0x05 |
 //! str16      := | length: u16 | UTF-8 bytes |
 //! ```
+//!
+//! A query is how a member joining an existing cluster (`--initial-cluster-state existing`)
+//! learns the cluster's id and members, as etcd's joiner asks a peer for `/members`; the
+//! answer lists each member's id, name, peer URLs and whether it is a learner. `removed` is
+//! what a member sends back to a member that was removed from the cluster, which then
+//! stops (etcd answers such a member's messages with 410 Gone).
 //!
 //! All integers are big-endian. The hello names the cluster (a member of another cluster is
 //! refused), the sender and the intended recipient, and carries the sender's name and client
@@ -29,6 +40,46 @@ pub const MAX_BATCH_BYTES: usize = 4 << 20;
 
 const KIND_HELLO: u8 = 1;
 const KIND_MESSAGES: u8 = 2;
+const KIND_QUERY: u8 = 3;
+const KIND_CLUSTER: u8 = 4;
+const KIND_REMOVED: u8 = 5;
+
+/// The kind of a frame body (its first byte).
+pub fn kind(body: &[u8]) -> u8 {
+    body.first().copied().unwrap_or(0)
+}
+
+/// Whether a frame body is a membership query.
+pub fn is_query(body: &[u8]) -> bool {
+    kind(body) == KIND_QUERY
+}
+
+/// Whether a frame body says the recipient was removed from the cluster.
+pub fn is_removed(body: &[u8]) -> bool {
+    kind(body) == KIND_REMOVED
+}
+
+/// One member in a [`ClusterInfo`] answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberEntry {
+    /// Member id.
+    pub id: u64,
+    /// Whether it is a learner.
+    pub is_learner: bool,
+    /// Its name (empty if not yet known).
+    pub name: String,
+    /// Its peer URLs.
+    pub peer_urls: Vec<String>,
+}
+
+/// The answer to a membership query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterInfo {
+    /// The cluster's id.
+    pub cluster_id: u64,
+    /// Every current member.
+    pub members: Vec<MemberEntry>,
+}
 
 /// The first frame of a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +145,68 @@ pub fn encode_messages(msgs: &[Message]) -> Vec<u8> {
         b[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
     }
     frame(&b)
+}
+
+/// Encodes a membership query frame from a member called `name`.
+pub fn encode_query(name: &str) -> Vec<u8> {
+    let mut b = vec![KIND_QUERY];
+    put_str16(&mut b, name);
+    frame(&b)
+}
+
+/// Encodes the "you were removed" frame.
+pub fn encode_removed() -> Vec<u8> {
+    frame(&[KIND_REMOVED])
+}
+
+/// Encodes the answer to a membership query.
+pub fn encode_cluster(c: &ClusterInfo) -> Vec<u8> {
+    let mut b = vec![KIND_CLUSTER];
+    b.extend_from_slice(&c.cluster_id.to_be_bytes());
+    let n = c.members.len().min(usize::from(u16::MAX));
+    b.extend_from_slice(&(n as u16).to_be_bytes());
+    for m in &c.members[..n] {
+        b.extend_from_slice(&m.id.to_be_bytes());
+        b.push(u8::from(m.is_learner));
+        put_str16(&mut b, &m.name);
+        let k = m.peer_urls.len().min(usize::from(u16::MAX));
+        b.extend_from_slice(&(k as u16).to_be_bytes());
+        for u in &m.peer_urls[..k] {
+            put_str16(&mut b, u);
+        }
+    }
+    frame(&b)
+}
+
+/// Decodes the answer to a membership query.
+pub fn decode_cluster(body: &[u8]) -> Result<ClusterInfo, BadFrame> {
+    let mut r = Reader { buf: body };
+    if r.u8()? != KIND_CLUSTER {
+        return Err(BadFrame("expected a cluster frame".into()));
+    }
+    let cluster_id = r.u64()?;
+    let n = r.u16()?;
+    let mut members = Vec::with_capacity(usize::from(n));
+    for _ in 0..n {
+        let id = r.u64()?;
+        let is_learner = r.u8()? != 0;
+        let name = r.str16()?;
+        let k = r.u16()?;
+        let mut peer_urls = Vec::with_capacity(usize::from(k));
+        for _ in 0..k {
+            peer_urls.push(r.str16()?);
+        }
+        members.push(MemberEntry {
+            id,
+            is_learner,
+            name,
+            peer_urls,
+        });
+    }
+    Ok(ClusterInfo {
+        cluster_id,
+        members,
+    })
 }
 
 struct Reader<'a> {
@@ -208,5 +321,18 @@ mod tests {
         assert_eq!(got, vec![m, Message::default()]);
         assert!(decode_messages(&f[4..f.len() - 1]).is_err());
         assert!(decode_hello(&f[4..]).is_err());
+        let c = ClusterInfo {
+            cluster_id: 5,
+            members: vec![MemberEntry {
+                id: 1,
+                is_learner: true,
+                name: "n1".into(),
+                peer_urls: vec!["https://a:1".into(), "https://b:2".into()],
+            }],
+        };
+        assert_eq!(decode_cluster(&encode_cluster(&c)[4..]).unwrap(), c);
+        assert!(is_query(&encode_query("x")[4..]));
+        assert!(is_removed(&encode_removed()[4..]));
+        assert!(decode_cluster(&encode_query("x")[4..]).is_err());
     }
 }
