@@ -25,6 +25,9 @@ pub struct Member {
     log_path: PathBuf,
     child: Option<Child>,
     stopped: bool,
+    /// Set for a member added to the running cluster: the `--initial-cluster` it joins with
+    /// (`--initial-cluster-state existing`).
+    joins: Option<String>,
 }
 
 impl Member {
@@ -59,6 +62,29 @@ impl Member {
             let _ = c.wait();
         }
         self.stopped = false;
+    }
+
+    /// Waits (at most `limit`) for the process to exit by itself, e.g. after being removed
+    /// from the cluster; returns whether it exited with success.
+    pub fn wait_exit(&mut self, limit: std::time::Duration) -> Result<bool> {
+        let deadline = std::time::Instant::now() + limit;
+        let Some(c) = self.child.as_mut() else {
+            bail!("{} is not running", self.name);
+        };
+        loop {
+            if let Some(st) = c.try_wait()? {
+                self.child = None;
+                return Ok(st.success());
+            }
+            if std::time::Instant::now() > deadline {
+                bail!(
+                    "{} still running after {limit:?}; log:\n{}",
+                    self.name,
+                    self.log()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 
     /// Its client URL.
@@ -159,28 +185,7 @@ impl Cluster {
         let dir = tempfile::tempdir()?;
         let mut members = Vec::new();
         for i in 1..=n {
-            let name = format!("m{i}");
-            let real_port = free_port();
-            let listen_peer_url = format!("http://127.0.0.1:{real_port}");
-            let (peer_url, proxy) = match &rt {
-                Some(rt) => {
-                    let target = std::net::SocketAddr::from(([127, 0, 0, 1], real_port));
-                    let p = rt.block_on(crate::faultproxy::FaultProxy::start(target))?;
-                    (format!("http://{}", p.addr), Some(p))
-                }
-                None => (listen_peer_url.clone(), None),
-            };
-            members.push(Member {
-                client_url: format!("http://127.0.0.1:{}", free_port()),
-                peer_url,
-                listen_peer_url,
-                proxy,
-                data_dir: dir.path().join(&name),
-                log_path: dir.path().join(format!("{name}.log")),
-                name,
-                child: None,
-                stopped: false,
-            });
+            members.push(new_member(format!("m{i}"), dir.path(), rt.as_ref())?);
         }
         let initial_cluster = members
             .iter()
@@ -200,9 +205,50 @@ impl Cluster {
         Ok(c)
     }
 
+    /// Prepares (does not start) member `name`, to be added with `member add` and then
+    /// started with [`Cluster::spawn`], which makes it join the running cluster. Returns its
+    /// index.
+    pub fn add_member(&mut self, name: &str) -> Result<usize> {
+        let mut m = new_member(name.to_owned(), self._dir.path(), self._rt.as_ref())?;
+        let mut all: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| format!("{}={}", m.name, m.peer_url))
+            .collect();
+        all.push(format!("{}={}", m.name, m.peer_url));
+        m.joins = Some(all.join(","));
+        self.members.push(m);
+        Ok(self.members.len() - 1)
+    }
+
+    /// The first half of replacing member `i` with a new member at the same URLs: `kill -9`
+    /// it and delete its data directory. The caller then removes the old member id and adds
+    /// a new member with the same peer URL (`member remove`, `member add`); [`Cluster::spawn`]
+    /// then starts the new member, which joins the cluster and catches up by snapshot.
+    pub fn wipe_for_replacement(&mut self, i: usize) -> Result<()> {
+        let all: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| format!("{}={}", m.name, m.peer_url))
+            .collect();
+        let m = &mut self.members[i];
+        m.kill9();
+        match std::fs::remove_dir_all(&m.data_dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        m.joins = Some(all.join(","));
+        Ok(())
+    }
+
     /// (Re)starts member `i` on its data directory.
     pub fn spawn(&mut self, i: usize) -> Result<()> {
         let m = &mut self.members[i];
+        let (initial_cluster, state) = match &m.joins {
+            Some(c) => (c.clone(), "existing"),
+            None => (self.initial_cluster.clone(), "new"),
+        };
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -216,7 +262,8 @@ impl Cluster {
             .args(["--advertise-client-urls", &m.client_url])
             .args(["--listen-peer-urls", &m.listen_peer_url])
             .args(["--initial-advertise-peer-urls", &m.peer_url])
-            .args(["--initial-cluster", &self.initial_cluster])
+            .args(["--initial-cluster", &initial_cluster])
+            .args(["--initial-cluster-state", state])
             .args(["--initial-cluster-token", "e2e-cluster"])
             .args(&self.extra)
             .env("RUST_LOG", "info")
@@ -282,6 +329,36 @@ impl Cluster {
     }
 }
 
+/// A member's ports, data directory and (in a proxied cluster) its peer proxy.
+fn new_member(
+    name: String,
+    dir: &std::path::Path,
+    rt: Option<&tokio::runtime::Runtime>,
+) -> Result<Member> {
+    let real_port = free_port();
+    let listen_peer_url = format!("http://127.0.0.1:{real_port}");
+    let (peer_url, proxy) = match rt {
+        Some(rt) => {
+            let target = std::net::SocketAddr::from(([127, 0, 0, 1], real_port));
+            let p = rt.block_on(crate::faultproxy::FaultProxy::start(target))?;
+            (format!("http://{}", p.addr), Some(p))
+        }
+        None => (listen_peer_url.clone(), None),
+    };
+    Ok(Member {
+        client_url: format!("http://127.0.0.1:{}", free_port()),
+        peer_url,
+        listen_peer_url,
+        proxy,
+        data_dir: dir.join(&name),
+        log_path: dir.join(format!("{name}.log")),
+        name,
+        child: None,
+        stopped: false,
+        joins: None,
+    })
+}
+
 /// What a member's Maintenance.Status says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemberStatus {
@@ -291,6 +368,8 @@ pub struct MemberStatus {
     pub leader: u64,
     /// Its applied Raft index.
     pub applied: u64,
+    /// Whether it is a learner.
+    pub is_learner: bool,
 }
 
 /// Maintenance.Status of the member at `endpoint`, if it answers within 2 s.
@@ -311,6 +390,7 @@ pub fn member_status(endpoint: &str) -> Option<MemberStatus> {
             member_id: h.member_id(),
             leader: s.leader(),
             applied: s.raft_applied_index(),
+            is_learner: s.is_learner(),
         })
     })
 }

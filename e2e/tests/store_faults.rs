@@ -3,7 +3,9 @@
 //! A 3-member cluster whose peer traffic goes through test-owned proxies serves concurrent
 //! put / get / txn-CAS / delete load from several clients through random members while a
 //! nemesis injects one fault at a time: kill -9 and restart, SIGSTOP and SIGCONT, a partition
-//! of a member's inbound peer traffic, or a delay on it. After healing come final
+//! of a member's inbound peer traffic, a delay on it, or the replacement of a member (kill -9,
+//! data wiped, `member remove` of its id, `member add` of a new member at the same URLs, which
+//! joins and catches up by snapshot). After healing come final
 //! linearizable reads. Then the whole history must be linearizable per key (checked by
 //! `e2e::linearizability`). Watches are checked twice: a watch per member that runs through
 //! the faults (resuming after each break from the revision after its last event) and a fresh
@@ -288,10 +290,57 @@ struct Faults {
     pause: usize,
     partition: usize,
     delay: usize,
+    replace: usize,
     /// Times a live watch broke and resumed.
     watch_resumes: usize,
     /// Where the history went when the checker ran out of time on it.
     inconclusive: Option<std::path::PathBuf>,
+}
+
+/// Replaces member `i` by a new member at the same URLs (see
+/// [`Cluster::wipe_for_replacement`]), through the Cluster API of the other members.
+fn replace_member(cluster: &mut Cluster, i: usize, rt: &tokio::runtime::Runtime) -> Result<()> {
+    let Some(old) = e2e::etcd_cluster::member_status(cluster.members[i].endpoint()) else {
+        return Ok(());
+    };
+    let others: Vec<String> = cluster
+        .members
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != i)
+        .map(|(_, m)| m.client_url.clone())
+        .collect();
+    let peer = cluster.members[i].peer_url.clone();
+    cluster.wipe_for_replacement(i)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let result: Result<()> = rt.block_on(async {
+        let mut removed = false;
+        loop {
+            if Instant::now() > deadline {
+                bail!("replacing member {i}: removed={removed}, the cluster kept refusing");
+            }
+            for ep in &others {
+                let Ok(mut c) = Client::connect([ep.as_str()], None).await else {
+                    continue;
+                };
+                if !removed {
+                    match tokio::time::timeout(OP_TIMEOUT * 2, c.member_remove(old.member_id)).await
+                    {
+                        Ok(Ok(_)) => removed = true,
+                        Ok(Err(e)) if e.to_string().contains("member not found") => removed = true,
+                        _ => continue,
+                    }
+                }
+                let add = c.member_add([peer.as_str()], None);
+                if let Ok(Ok(_)) = tokio::time::timeout(OP_TIMEOUT * 2, add).await {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    result.map_err(|e| anyhow::anyhow!("{e:#}; logs:\n{}", cluster.logs()))?;
+    cluster.spawn(i)
 }
 
 /// One run: cluster, load, nemesis, heal, final reads, check.
@@ -354,8 +403,11 @@ fn one_run(run: usize, seed: u64, secs: u64) -> Result<(usize, Faults)> {
         std::thread::sleep(Duration::from_millis(500 + rng.below(1000)));
         let i = rng.below(3) as usize;
         let hold = Duration::from_millis(300 + rng.below(1500));
-        let kind = rng.below(4);
-        if kind >= 2 {
+        let kind = rng.below(5);
+        if kind == 4 {
+            replace_member(&mut cluster, i, &rt)?;
+            faults.replace += 1;
+        } else if kind >= 2 {
             let Some(p) = cluster.members[i].proxy.as_ref() else {
                 continue;
             };
@@ -534,6 +586,7 @@ fn store_survives_faults_linearizably() -> Result<()> {
         .unwrap_or(0x5eed);
     let (mut total_ops, mut total_kill, mut total_pause, mut violations) = (0, 0, 0, Vec::new());
     let (mut total_part, mut total_delay, mut inconclusive) = (0, 0, 0);
+    let mut total_replace = 0;
     for run in 0..runs {
         let seed = base_seed.wrapping_add(run as u64 * 7919);
         match one_run(run, seed, secs) {
@@ -550,10 +603,11 @@ fn store_survives_faults_linearizably() -> Result<()> {
                 };
                 println!(
                     "run {run}/{runs} seed={seed}: {ops} ops, faults kill9={} pause={} \
-                     partition={} delay={}, live watches resumed {} times: {verdict}, \
-                     watches complete",
-                    f.kill9, f.pause, f.partition, f.delay, f.watch_resumes
+                     partition={} delay={} replace={}, live watches resumed {} times: \
+                     {verdict}, watches complete",
+                    f.kill9, f.pause, f.partition, f.delay, f.replace, f.watch_resumes
                 );
+                total_replace += f.replace;
                 total_part += f.partition;
                 total_delay += f.delay;
                 total_ops += ops;
@@ -568,7 +622,8 @@ fn store_survives_faults_linearizably() -> Result<()> {
     }
     println!(
         "fault suite: {runs} runs, {total_ops} ops, faults kill9={total_kill} \
-         pause={total_pause} partition={total_part} delay={total_delay}, {} violations, \
+         pause={total_pause} partition={total_part} delay={total_delay} \
+         replace={total_replace}, {} violations, \
          {inconclusive} inconclusive checks",
         violations.len()
     );

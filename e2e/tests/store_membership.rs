@@ -6,8 +6,8 @@
 //!
 //! Membership changes through stock `etcdctl member …` are validated as etcd does: an
 //! unknown id is "member not found", a peer URL already in use is "Peer URLs already
-//! exists", promoting a voter is "can only promote a learner member". Carrying out a valid
-//! change (Raft conf changes) is not built yet.
+//! exists", promoting a voter is "can only promote a learner member". Carrying out valid
+//! changes is in `store_grow_shrink.rs`.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
