@@ -310,7 +310,7 @@ impl From<store::StoreError> for ApiError {
         match err {
             E::Compacted => ApiError::Gone("too old resource version".into()),
             E::NoLeader | E::Stopped => ApiError::ServiceUnavailable(err.to_string()),
-            E::Timeout => ApiError::Timeout(err.to_string()),
+            E::Timeout | E::TimeoutDueToLeaderFail => ApiError::Timeout(err.to_string()),
             E::RequestTooLarge => ApiError::TooLarge(1_572_864),
             other => {
                 tracing::error!(err = %other, "storage error");

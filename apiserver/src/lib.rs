@@ -43,13 +43,14 @@ pub use server::ApiServerConfig;
 /// How long start-up keeps retrying the bootstrap of default objects.
 const BOOTSTRAP_PATIENCE: Duration = Duration::from_secs(120);
 
-/// Serves the API over the embedded store member `node` until `shutdown` completes.
+/// Serves the API over `node` (the embedded store member, or a remote cluster's mirror)
+/// until `shutdown` completes.
 ///
 /// Before serving, the namespaces every cluster starts with are created (waiting for the
 /// store to elect itself leader if it has just started).
 pub async fn run(
     cfg: ApiServerConfig,
-    node: store::node::Node,
+    node: impl Into<store::backend::Backend>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), server::Error> {
     let encryption = match &cfg.encryption_provider_config {

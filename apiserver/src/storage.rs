@@ -3,8 +3,9 @@
 //! which is the object's `resourceVersion`).
 //!
 //! Architecture invariant: this is the only module of the API server that talks to the
-//! store. Today it drives the embedded member in-process (`store::node::Node`); an etcd v3
-//! client implementation will sit behind the same methods.
+//! store. It drives a `store::backend::Backend`: the embedded member in-process, or a remote
+//! etcd v3 cluster (a Capstan store cluster or etcd) through a local mirror
+//! (`capstan apiserver --etcd-servers`); the methods below are the same for both.
 //!
 //! Values of resources covered by `--encryption-provider-config` are encrypted on every write
 //! and decrypted on every read here (`crate::encryption`); the rest of the server only ever
@@ -13,9 +14,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use store::backend::Backend;
 use store::command::{Applied, Op};
 use store::mvcc::KeyRange;
-use store::node::Node;
 use store::pb;
 
 /// A stored value and the revision of its last write.
@@ -106,10 +107,10 @@ pub enum Error {
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Storage over the embedded store member.
+/// Storage over the store (embedded member or remote cluster).
 #[derive(Clone)]
 pub struct Storage {
-    node: Node,
+    node: Backend,
     encryption: Option<Arc<crate::encryption::Encryption>>,
 }
 
@@ -131,19 +132,22 @@ fn header_revision(h: Option<&pb::PbResponseHeader>) -> i64 {
 
 impl Storage {
     /// Storage over `node`.
-    pub fn new(node: Node) -> Self {
+    pub fn new(node: impl Into<Backend>) -> Self {
         Storage {
-            node,
+            node: node.into(),
             encryption: None,
         }
     }
 
     /// Storage over `node` whose values are encrypted at rest as `encryption` says.
     pub fn with_encryption(
-        node: Node,
+        node: impl Into<Backend>,
         encryption: Option<Arc<crate::encryption::Encryption>>,
     ) -> Self {
-        Storage { node, encryption }
+        Storage {
+            node: node.into(),
+            encryption,
+        }
     }
 
     /// The bytes to store for `value` at `key` (encrypted when configured).

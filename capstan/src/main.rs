@@ -25,6 +25,10 @@ enum Command {
     /// Run the control plane in one process: an embedded store member and the Kubernetes
     /// API server over HTTPS; creates the PKI and an admin kubeconfig on first start.
     Server(Box<ServerArgs>),
+    /// Run only the Kubernetes API server, on a remote store: a Capstan store cluster or an
+    /// etcd cluster (`--etcd-servers`, as kube-apiserver); creates the PKI and an admin
+    /// kubeconfig on first start.
+    Apiserver(Box<ServerArgs>),
     /// Write a kubeconfig for a user with a client certificate signed by the cluster CA.
     Kubeconfig(KubeconfigArgs),
     /// Manage the cluster's PKI (`capstan certs init`).
@@ -248,6 +252,10 @@ struct ServerArgs {
     /// Port to serve HTTPS on.
     #[arg(long, default_value_t = 6443)]
     secure_port: u16,
+    /// Store on a remote etcd v3 cluster (a Capstan store cluster or etcd) instead of the
+    /// embedded member: comma-separated client URLs (http://IP:PORT), as kube-apiserver's flag.
+    #[arg(long, value_delimiter = ',')]
+    etcd_servers: Vec<String>,
     /// Interval of store compaction (e.g. 5m, 30s; 0s disables).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     etcd_compaction_interval: Duration,
@@ -519,14 +527,42 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         &server_url,
     )
     .with_context(|| format!("creating the PKI in {}", args.data_dir.display()))?;
-    let mut member = args.member;
-    secure_peers(&mut member, &pki)?;
-    let store_cfg = member.into_config(args.data_dir.join("store"), args.listen_client_urls);
-    let listeners = store::server::bind_clients(&store_cfg).await?;
-    let (node, driver) = store::node::Node::start(&store_cfg)?;
-    let etcd_api = store::server::ClientServers::spawn(&node, &store_cfg, listeners);
-    let store_metrics = store::server::serve_metrics(&store_cfg, &node).await?;
-    let expiry = tokio::spawn(store::server::expire_leases(node.clone()));
+    let (backend, local) = if args.etcd_servers.is_empty() {
+        let mut member = args.member;
+        secure_peers(&mut member, &pki)?;
+        let store_cfg = member.into_config(args.data_dir.join("store"), args.listen_client_urls);
+        let listeners = store::server::bind_clients(&store_cfg).await?;
+        let (node, driver) = store::node::Node::start(&store_cfg)?;
+        let etcd_api = store::server::ClientServers::spawn(&node, &store_cfg, listeners);
+        let metrics = store::server::serve_metrics(&store_cfg, &node).await?;
+        let expiry = tokio::spawn(store::server::expire_leases(node.clone()));
+        let backend = store::backend::Backend::Local(node.clone());
+        (
+            backend,
+            Some(LocalMember {
+                node,
+                driver,
+                etcd_api,
+                metrics,
+                expiry,
+            }),
+        )
+    } else {
+        if args.member.initial_cluster.is_some() || !args.listen_client_urls.is_empty() {
+            anyhow::bail!("--etcd-servers replaces the embedded store member: drop its flags");
+        }
+        let remote =
+            store::remote::RemoteStore::connect(&args.etcd_servers, Duration::from_secs(10))
+                .await
+                .with_context(|| {
+                    format!(
+                        "connecting to --etcd-servers {}",
+                        args.etcd_servers.join(",")
+                    )
+                })?;
+        tracing::info!(servers = %args.etcd_servers.join(","), "storing on a remote cluster");
+        (store::backend::Backend::Remote(remote), None)
+    };
     let api_cfg = apiserver::ApiServerConfig {
         bind_address: args.bind_address,
         secure_port: args.secure_port,
@@ -613,27 +649,45 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         ));
     }
     let driver_died = async {
-        while !driver.is_finished() {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        match &local {
+            Some(l) => {
+                while !l.driver.is_finished() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+            None => std::future::pending().await,
         }
     };
     let result = tokio::select! {
-        r = apiserver::run(api_cfg, node.clone(), shutdown_signal()) => r.map_err(anyhow::Error::from),
+        r = apiserver::run(api_cfg, backend, shutdown_signal()) => r.map_err(anyhow::Error::from),
         () = driver_died => Err(anyhow::anyhow!("the store stopped")),
     };
     components.cancel();
     for task in tasks {
         let _ = task.await;
     }
-    expiry.abort();
-    for m in store_metrics {
+    let Some(local) = local else {
+        return result;
+    };
+    local.expiry.abort();
+    for m in local.metrics {
         m.abort();
     }
-    node.stop();
-    etcd_api.stop().await;
+    local.node.stop();
+    local.etcd_api.stop().await;
+    let driver = local.driver;
     let driver_result = tokio::task::spawn_blocking(move || driver.join()).await?;
     result?;
     driver_result.map_err(anyhow::Error::from)
+}
+
+/// The embedded store member of `capstan server` and what runs around it.
+struct LocalMember {
+    node: store::node::Node,
+    driver: store::node::DriverHandle,
+    etcd_api: store::server::ClientServers,
+    metrics: Vec<tokio::task::JoinHandle<()>>,
+    expiry: tokio::task::JoinHandle<()>,
 }
 
 /// `capstan server`'s store member talks to its peers over mutually authenticated TLS only:
@@ -809,6 +863,18 @@ fn main() -> ExitCode {
                 .await
                 .map_err(anyhow::Error::from),
             Command::Server(args) => run_server(*args).await,
+            Command::Apiserver(mut args) => {
+                if args.etcd_servers.is_empty() {
+                    Err(anyhow::anyhow!(
+                        "capstan apiserver needs --etcd-servers (capstan server embeds a store)"
+                    ))
+                } else {
+                    args.nodes = 0;
+                    args.disable_scheduler = true;
+                    args.disable_controller_manager = true;
+                    run_server(*args).await
+                }
+            }
             Command::Scheduler(a) => {
                 run_component(&a.kubeconfig, |c, t| scheduler::run(c, a.options, t)).await
             }

@@ -275,6 +275,17 @@ impl ServerProcess {
     /// without waiting for it (a member of a store cluster is not ready before its peers
     /// run); see [`ServerProcess::wait_ready`].
     pub fn spawn(data_dir: &Path, port: u16, extra_args: &[&str]) -> Result<Self> {
+        Self::spawn_command("server", data_dir, port, extra_args)
+    }
+
+    /// As [`ServerProcess::spawn`] for another subcommand with the same flags
+    /// (`capstan apiserver`).
+    pub fn spawn_command(
+        command: &str,
+        data_dir: &Path,
+        port: u16,
+        extra_args: &[&str],
+    ) -> Result<Self> {
         std::fs::create_dir_all(data_dir)?;
         let log_path = data_dir.with_extension("log");
         let log = std::fs::OpenOptions::new()
@@ -282,7 +293,7 @@ impl ServerProcess {
             .append(true)
             .open(&log_path)?;
         let child = Command::new(capstan_bin())
-            .arg("server")
+            .arg(command)
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--secure-port", &port.to_string()])

@@ -3,7 +3,8 @@
 //! A 3-member cluster whose peer traffic goes through test-owned proxies serves concurrent
 //! put / get / txn-CAS / delete load from several clients through random members while a
 //! nemesis injects one fault at a time: kill -9 and restart, SIGSTOP and SIGCONT, a partition
-//! of a member's inbound peer traffic, a delay on it, or the replacement of a member (kill -9,
+//! of a member's inbound peer traffic or of all its traffic both ways (isolation), a delay on
+//! its inbound traffic, or the replacement of a member (kill -9,
 //! data wiped, `member remove` of its id, `member add` of a new member at the same URLs, which
 //! joins and catches up by snapshot). After healing come final
 //! linearizable reads. Then the whole history must be linearizable per key (checked by
@@ -291,6 +292,7 @@ struct Faults {
     partition: usize,
     delay: usize,
     replace: usize,
+    isolate: usize,
     /// Times a live watch broke and resumed.
     watch_resumes: usize,
     /// Where the history went when the checker ran out of time on it.
@@ -407,6 +409,30 @@ fn one_run(run: usize, seed: u64, secs: u64) -> Result<(usize, Faults)> {
         if kind == 4 {
             replace_member(&mut cluster, i, &rt)?;
             faults.replace += 1;
+        } else if kind == 2 && rng.below(2) == 0 {
+            // Symmetric partition: nothing reaches member i and nothing from it arrives.
+            let Some(id) = e2e::etcd_cluster::member_status(cluster.members[i].endpoint())
+                .map(|s| s.member_id)
+            else {
+                continue;
+            };
+            for (j, m) in cluster.members.iter().enumerate() {
+                if let Some(p) = m.proxy.as_ref() {
+                    if j == i {
+                        p.set(Mode::Drop);
+                    } else {
+                        p.block_from(id);
+                    }
+                }
+            }
+            faults.isolate += 1;
+            std::thread::sleep(hold);
+            for m in &cluster.members {
+                if let Some(p) = m.proxy.as_ref() {
+                    p.set(Mode::Pass);
+                    p.unblock_all();
+                }
+            }
         } else if kind >= 2 {
             let Some(p) = cluster.members[i].proxy.as_ref() else {
                 continue;
@@ -586,7 +612,7 @@ fn store_survives_faults_linearizably() -> Result<()> {
         .unwrap_or(0x5eed);
     let (mut total_ops, mut total_kill, mut total_pause, mut violations) = (0, 0, 0, Vec::new());
     let (mut total_part, mut total_delay, mut inconclusive) = (0, 0, 0);
-    let mut total_replace = 0;
+    let (mut total_replace, mut total_isolate) = (0, 0);
     for run in 0..runs {
         let seed = base_seed.wrapping_add(run as u64 * 7919);
         match one_run(run, seed, secs) {
@@ -603,11 +629,12 @@ fn store_survives_faults_linearizably() -> Result<()> {
                 };
                 println!(
                     "run {run}/{runs} seed={seed}: {ops} ops, faults kill9={} pause={} \
-                     partition={} delay={} replace={}, live watches resumed {} times: \
-                     {verdict}, watches complete",
-                    f.kill9, f.pause, f.partition, f.delay, f.replace, f.watch_resumes
+                     partition={} isolate={} delay={} replace={}, live watches resumed {} \
+                     times: {verdict}, watches complete",
+                    f.kill9, f.pause, f.partition, f.isolate, f.delay, f.replace, f.watch_resumes
                 );
                 total_replace += f.replace;
+                total_isolate += f.isolate;
                 total_part += f.partition;
                 total_delay += f.delay;
                 total_ops += ops;
@@ -622,7 +649,8 @@ fn store_survives_faults_linearizably() -> Result<()> {
     }
     println!(
         "fault suite: {runs} runs, {total_ops} ops, faults kill9={total_kill} \
-         pause={total_pause} partition={total_part} delay={total_delay} \
+         pause={total_pause} partition={total_part} isolate={total_isolate} \
+         delay={total_delay} \
          replace={total_replace}, {} violations, \
          {inconclusive} inconclusive checks",
         violations.len()

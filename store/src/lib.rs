@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod authority;
+pub mod backend;
 pub mod command;
 pub mod config;
 pub mod error;
@@ -23,6 +24,7 @@ pub mod log;
 pub mod metrics;
 pub mod mvcc;
 pub mod node;
+pub mod remote;
 pub mod restore;
 pub mod server;
 pub mod transport;

@@ -12,6 +12,7 @@
 mod cluster;
 mod codec;
 mod kv;
+mod mirror;
 mod revision;
 mod shared_value;
 mod view;
