@@ -29,7 +29,8 @@ test:
 	$(CARGO) test --workspace
 
 ## test-faults: the long form of the store fault suite: FAULT_RUNS runs (default 100) of a
-## 3-member cluster under load with kill -9 / SIGSTOP faults, each history checked for
+## 3-member cluster under load with kill -9, SIGSTOP, partition (one-way and isolation), delay
+## and member-replacement faults, each history checked for
 ## linearizability; failing histories are saved to FAULT_HISTORY_DIR (default /tmp).
 FAULT_RUNS ?= 100
 test-faults:
