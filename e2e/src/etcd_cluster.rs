@@ -64,6 +64,18 @@ impl Member {
         self.stopped = false;
     }
 
+    /// Whether the process exited by itself (reaped; it then counts as not running).
+    pub fn exited(&mut self) -> bool {
+        let done = self
+            .child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+        if done {
+            self.child = None;
+        }
+        done
+    }
+
     /// Waits (at most `limit`) for the process to exit by itself, e.g. after being removed
     /// from the cluster; returns whether it exited with success.
     pub fn wait_exit(&mut self, limit: std::time::Duration) -> Result<bool> {

@@ -342,7 +342,29 @@ fn replace_member(cluster: &mut Cluster, i: usize, rt: &tokio::runtime::Runtime)
         }
     });
     result.map_err(|e| anyhow::anyhow!("{e:#}; logs:\n{}", cluster.logs()))?;
-    cluster.spawn(i)
+    cluster.spawn(i)?;
+    // The new member must come up (join, catch up, serve) before the next fault.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if cluster.members[i].exited() {
+            bail!(
+                "the replacement member {i} exited; logs:\n{}",
+                cluster.logs()
+            );
+        }
+        if e2e::etcd_cluster::member_status(cluster.members[i].endpoint())
+            .is_some_and(|s| s.leader != 0)
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the replacement member {i} did not join; logs:\n{}",
+                cluster.logs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// One run: cluster, load, nemesis, heal, final reads, check.

@@ -376,25 +376,30 @@ fn join(cfg: &StoreConfig) -> Result<Identity> {
         .flat_map(|m| m.peer_urls.iter().cloned())
         .collect();
     let tls = crate::transport::PeerTlsConfig::load(&cfg.peer_tls)?;
-    let info = crate::transport::query::fetch_cluster(&others, tls.as_ref(), &cfg.name)?;
     let sorted = |urls: &[String]| {
         let mut v = urls.to_vec();
         v.sort();
         v
     };
     let mine = sorted(&cfg.initial_advertise_peer_urls);
-    let me = info
-        .members
-        .iter()
-        .find(|m| sorted(&m.peer_urls) == mine)
-        .ok_or_else(|| {
-            StoreError::InvalidArgument(format!(
+    let find = |info: &crate::transport::wire::ClusterInfo| {
+        info.members
+            .iter()
+            .find(|m| sorted(&m.peer_urls) == mine)
+            .map(|m| m.id)
+    };
+    let info = crate::transport::query::fetch_cluster(&others, tls.as_ref(), &cfg.name, |info| {
+        find(info).map(|_| ()).ok_or_else(|| {
+            format!(
                 "error validating peerURLs: the cluster has no member with peer URLs {} \
                  (add it with `member add` first)",
                 mine.join(",")
-            ))
-        })?;
-    let member_id = me.id;
+            )
+        })
+    })?;
+    let member_id = find(&info).ok_or_else(|| {
+        StoreError::InvalidArgument("the cluster's answer lost this member".into())
+    })?;
     let members = info
         .members
         .iter()

@@ -16,11 +16,14 @@ const TRY_FOR: Duration = Duration::from_secs(10);
 /// Timeout of one dial, handshake or read.
 const STEP: Duration = Duration::from_secs(2);
 
-/// Asks each of `peer_urls` in turn until one answers with the cluster's membership.
+/// Asks each of `peer_urls` in turn until one answers with the cluster's membership and
+/// that membership satisfies `accept` (a member that has not applied the `member add` yet
+/// answers without the joiner: ask again).
 pub fn fetch_cluster(
     peer_urls: &[String],
     tls: Option<&PeerTlsConfig>,
     name: &str,
+    accept: impl Fn(&ClusterInfo) -> std::result::Result<(), String>,
 ) -> Result<ClusterInfo> {
     if peer_urls.is_empty() {
         return Err(StoreError::InvalidArgument(
@@ -33,7 +36,13 @@ pub fn fetch_cluster(
     loop {
         for url in peer_urls {
             match ask(url, tls, name) {
-                Ok(info) => return Ok(info),
+                Ok(info) => match accept(&info) {
+                    Ok(()) => return Ok(info),
+                    Err(why) => {
+                        tracing::debug!(%url, %why, "asking again");
+                        last = format!("{url}: {why}");
+                    }
+                },
                 Err(e) => {
                     tracing::debug!(%url, err = %e, "could not get the cluster's members");
                     last = format!("{url}: {e}");
@@ -43,7 +52,7 @@ pub fn fetch_cluster(
         if Instant::now() >= deadline {
             return Err(StoreError::InvalidArgument(format!(
                 "cannot fetch cluster info from peer urls: could not retrieve cluster \
-                 information from the given URLs (last error: {last})"
+                 information from the given URLs (last answer: {last})"
             )));
         }
         std::thread::sleep(Duration::from_millis(200));
