@@ -35,7 +35,7 @@ test:
 FAULT_RUNS ?= 100
 test-faults:
 	$(CARGO) build -p capstan
-	FAULT_RUNS=$(FAULT_RUNS) $(CARGO) test -p e2e --test store_faults -- --nocapture
+	FAULT_RUNS=$(FAULT_RUNS) $(CARGO) test --workspace --test store_faults -- --nocapture
 
 ## lint: formatting and clippy with warnings as errors.
 ## The API clients (controllers, scheduler, nodes) reach the cluster only through the API:

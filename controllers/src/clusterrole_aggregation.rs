@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context::ReconcileError;
 use crate::queue::{Queue, SyncResult, run_workers};
 use crate::replicaset::pods::Selector;
-use crate::{Context, LoopFuture, informer};
+use crate::{Context, LoopFuture};
 
 /// Starts the loop.
 pub(crate) fn start(ctx: Context, shutdown: CancellationToken) -> LoopFuture {
@@ -82,29 +82,31 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     // (events before that only concern the initial list, which is queued in full below).
     let cell: Arc<OnceLock<Store<ClusterRole>>> = Arc::default();
     let (q, reader) = (queue.clone(), cell.clone());
-    let roles = informer::spawn(
-        Api::<ClusterRole>::all(ctx.root.clone()),
-        Box::new(
-            move |old: Option<&ClusterRole>, new: Option<&ClusterRole>| {
-                // Any change may alter an aggregation: look at every aggregated role.
-                for r in [old, new].into_iter().flatten() {
-                    if r.aggregation_rule.is_some()
-                        && let Some(n) = r.metadata.name.clone()
-                    {
-                        q.add(n);
+    let roles = ctx
+        .informers
+        .watch::<ClusterRole>(
+            Box::new(
+                move |old: Option<&ClusterRole>, new: Option<&ClusterRole>| {
+                    // Any change may alter an aggregation: look at every aggregated role.
+                    for r in [old, new].into_iter().flatten() {
+                        if r.aggregation_rule.is_some()
+                            && let Some(n) = r.metadata.name.clone()
+                        {
+                            q.add(n);
+                        }
                     }
-                }
-                for r in reader.get().map(Store::state).unwrap_or_default() {
-                    if r.aggregation_rule.is_some()
-                        && let Some(n) = r.metadata.name.clone()
-                    {
-                        q.add(n);
+                    for r in reader.get().map(Store::state).unwrap_or_default() {
+                        if r.aggregation_rule.is_some()
+                            && let Some(n) = r.metadata.name.clone()
+                        {
+                            q.add(n);
+                        }
                     }
-                }
-            },
-        ),
-        &shutdown,
-    );
+                },
+            ),
+            &shutdown,
+        )
+        .await;
     let _ = cell.set(roles.clone());
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),

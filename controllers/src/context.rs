@@ -37,6 +37,8 @@ pub struct Context {
     pub root_ca: Option<Arc<str>>,
     /// The controller manager's flags (tunables such as `--node-monitor-grace-period`).
     pub options: Arc<crate::Options>,
+    /// The controller manager's shared informers (one watch per kind for all loops).
+    pub(crate) informers: crate::informer::Informers,
 }
 
 impl Context {
@@ -58,6 +60,10 @@ impl Context {
             spam: Arc::default(),
             reporter,
             root: client.clone(),
+            informers: crate::informer::Informers::new(
+                client.clone(),
+                tokio_util::sync::CancellationToken::new(),
+            ),
             root_ca: None,
             options: Arc::new(crate::Options::default()),
             client,
@@ -70,6 +76,12 @@ impl Context {
     pub fn with_root(mut self, root: kube::Client, root_ca: Option<Arc<str>>) -> Self {
         self.root = root;
         self.root_ca = root_ca;
+        self
+    }
+
+    /// The same context with the controller manager's shared informers.
+    pub(crate) fn with_informers(mut self, informers: crate::informer::Informers) -> Self {
+        self.informers = informers;
         self
     }
 

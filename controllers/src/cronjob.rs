@@ -391,32 +391,36 @@ async fn write_status(
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
     let q = queue.clone();
-    let cronjobs = informer::spawn(
-        Api::<CronJob>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&CronJob>, new: Option<&CronJob>| {
-            if let Some(c) = new.or(old) {
-                q.add(informer::key(c));
-            }
-        }),
-        &shutdown,
-    );
+    let cronjobs = ctx
+        .informers
+        .watch::<CronJob>(
+            Box::new(move |old: Option<&CronJob>, new: Option<&CronJob>| {
+                if let Some(c) = new.or(old) {
+                    q.add(informer::key(c));
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     let q = queue.clone();
-    let jobs = informer::spawn(
-        Api::<Job>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&Job>, new: Option<&Job>| {
-            let Some(j) = new.or(old) else { return };
-            let owner = j
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true) && o.kind == "CronJob");
-            if let (Some(o), Some(ns)) = (owner, j.metadata.namespace.as_deref()) {
-                q.add(format!("{ns}/{}", o.name));
-            }
-        }),
-        &shutdown,
-    );
+    let jobs = ctx
+        .informers
+        .watch::<Job>(
+            Box::new(move |old: Option<&Job>, new: Option<&Job>| {
+                let Some(j) = new.or(old) else { return };
+                let owner = j
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.controller == Some(true) && o.kind == "CronJob");
+                if let (Some(o), Some(ns)) = (owner, j.metadata.namespace.as_deref()) {
+                    q.add(format!("{ns}/{}", o.name));
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = async { cronjobs.wait_until_ready().await?; jobs.wait_until_ready().await } => r?,

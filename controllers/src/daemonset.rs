@@ -521,49 +521,55 @@ async fn sync(st: State, key: String) -> SyncResult {
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
     let q = queue.clone();
-    let sets = informer::spawn(
-        Api::<DaemonSet>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&DaemonSet>, new: Option<&DaemonSet>| {
-            if let Some(d) = new.or(old) {
-                q.add(informer::key(d));
-            }
-        }),
-        &shutdown,
-    );
+    let sets = ctx
+        .informers
+        .watch::<DaemonSet>(
+            Box::new(move |old: Option<&DaemonSet>, new: Option<&DaemonSet>| {
+                if let Some(d) = new.or(old) {
+                    q.add(informer::key(d));
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     let (q, all_sets) = (queue.clone(), sets.clone());
-    let nodes = informer::spawn(
-        Api::<Node>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&Node>, new: Option<&Node>| {
-            // Heartbeat-only updates do not change eligibility.
-            if let (Some(o), Some(n)) = (old, new)
-                && o.spec == n.spec
-                && o.metadata.labels == n.metadata.labels
-            {
-                return;
-            }
-            for d in all_sets.state() {
-                q.add(informer::key(d.as_ref()));
-            }
-        }),
-        &shutdown,
-    );
+    let nodes = ctx
+        .informers
+        .watch::<Node>(
+            Box::new(move |old: Option<&Node>, new: Option<&Node>| {
+                // Heartbeat-only updates do not change eligibility.
+                if let (Some(o), Some(n)) = (old, new)
+                    && o.spec == n.spec
+                    && o.metadata.labels == n.metadata.labels
+                {
+                    return;
+                }
+                for d in all_sets.state() {
+                    q.add(informer::key(d.as_ref()));
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     let q = queue.clone();
-    let pods = informer::spawn(
-        Api::<Pod>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
-            let Some(p) = new.or(old) else { return };
-            let owner = p
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true) && o.kind == "DaemonSet");
-            if let (Some(o), Some(ns)) = (owner, p.metadata.namespace.as_deref()) {
-                q.add(format!("{ns}/{}", o.name));
-            }
-        }),
-        &shutdown,
-    );
+    let pods = ctx
+        .informers
+        .watch::<Pod>(
+            Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
+                let Some(p) = new.or(old) else { return };
+                let owner = p
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.controller == Some(true) && o.kind == "DaemonSet");
+                if let (Some(o), Some(ns)) = (owner, p.metadata.namespace.as_deref()) {
+                    q.add(format!("{ns}/{}", o.name));
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = async {

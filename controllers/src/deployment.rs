@@ -45,27 +45,31 @@ struct Shared {
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
     let q = queue.clone();
-    let deployments = informer::spawn(
-        Api::<Deployment>::all(ctx.client.clone()),
-        Box::new(move |old: Option<&Deployment>, new: Option<&Deployment>| {
-            if let Some(d) = new.or(old) {
-                q.add(informer::key(d));
-            }
-        }),
-        &shutdown,
-    );
-    let (q, ds) = (queue.clone(), deployments.clone());
-    let replicasets = informer::spawn(
-        Api::<ReplicaSet>::all(ctx.client.clone()),
-        Box::new(move |old: Option<&ReplicaSet>, new: Option<&ReplicaSet>| {
-            for rs in [old, new].into_iter().flatten() {
-                for k in deployments_for_rs(&ds, rs) {
-                    q.add(k);
+    let deployments = ctx
+        .informers
+        .watch::<Deployment>(
+            Box::new(move |old: Option<&Deployment>, new: Option<&Deployment>| {
+                if let Some(d) = new.or(old) {
+                    q.add(informer::key(d));
                 }
-            }
-        }),
-        &shutdown,
-    );
+            }),
+            &shutdown,
+        )
+        .await;
+    let (q, ds) = (queue.clone(), deployments.clone());
+    let replicasets = ctx
+        .informers
+        .watch::<ReplicaSet>(
+            Box::new(move |old: Option<&ReplicaSet>, new: Option<&ReplicaSet>| {
+                for rs in [old, new].into_iter().flatten() {
+                    for k in deployments_for_rs(&ds, rs) {
+                        q.add(k);
+                    }
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = async {

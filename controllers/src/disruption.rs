@@ -285,37 +285,41 @@ async fn sync(st: State, key: String) -> SyncResult {
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
     let q = queue.clone();
-    let pdbs = informer::spawn(
-        Api::<PodDisruptionBudget>::all(ctx.root.clone()),
-        Box::new(
-            move |old: Option<&PodDisruptionBudget>, new: Option<&PodDisruptionBudget>| {
-                if let Some(p) = new.or(old) {
-                    q.add(informer::key(p));
-                }
-            },
-        ),
-        &shutdown,
-    );
+    let pdbs = ctx
+        .informers
+        .watch::<PodDisruptionBudget>(
+            Box::new(
+                move |old: Option<&PodDisruptionBudget>, new: Option<&PodDisruptionBudget>| {
+                    if let Some(p) = new.or(old) {
+                        q.add(informer::key(p));
+                    }
+                },
+            ),
+            &shutdown,
+        )
+        .await;
     let (q, budgets) = (queue.clone(), pdbs.clone());
-    let pods = informer::spawn(
-        Api::<Pod>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
-            for p in [old, new].into_iter().flatten() {
-                for b in budgets.state() {
-                    if b.metadata.namespace != p.metadata.namespace {
-                        continue;
-                    }
-                    let sel = Selector::from_label_selector(
-                        b.spec.as_ref().and_then(|s| s.selector.as_ref()),
-                    );
-                    if sel.matches(p.metadata.labels.as_ref()) {
-                        q.add(informer::key(b.as_ref()));
+    let pods = ctx
+        .informers
+        .watch::<Pod>(
+            Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
+                for p in [old, new].into_iter().flatten() {
+                    for b in budgets.state() {
+                        if b.metadata.namespace != p.metadata.namespace {
+                            continue;
+                        }
+                        let sel = Selector::from_label_selector(
+                            b.spec.as_ref().and_then(|s| s.selector.as_ref()),
+                        );
+                        if sel.matches(p.metadata.labels.as_ref()) {
+                            q.add(informer::key(b.as_ref()));
+                        }
                     }
                 }
-            }
-        }),
-        &shutdown,
-    );
+            }),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = async { pdbs.wait_until_ready().await?; pods.wait_until_ready().await } => r?,

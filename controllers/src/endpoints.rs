@@ -195,23 +195,27 @@ pub(crate) async fn service_pod_informers(
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Option<(Store<Service>, Store<Pod>)>> {
     let q = queue.clone();
-    let services = informer::spawn(
-        Api::<Service>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&Service>, new: Option<&Service>| {
-            if let Some(s) = new.or(old) {
-                q.add(informer::key(s));
-            }
-        }),
-        shutdown,
-    );
+    let services = ctx
+        .informers
+        .watch::<Service>(
+            Box::new(move |old: Option<&Service>, new: Option<&Service>| {
+                if let Some(s) = new.or(old) {
+                    q.add(informer::key(s));
+                }
+            }),
+            shutdown,
+        )
+        .await;
     let (q, svc) = (queue.clone(), services.clone());
-    let pods = informer::spawn(
-        Api::<Pod>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
-            queue_services_of(&q, &svc, [old, new]);
-        }),
-        shutdown,
-    );
+    let pods = ctx
+        .informers
+        .watch::<Pod>(
+            Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
+                queue_services_of(&q, &svc, [old, new]);
+            }),
+            shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => Ok(None),
         r = async { services.wait_until_ready().await?; pods.wait_until_ready().await } => {
@@ -413,15 +417,17 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
         return Ok(());
     };
     let q = queue.clone();
-    let endpoints = informer::spawn(
-        Api::<Endpoints>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&Endpoints>, new: Option<&Endpoints>| {
-            if let Some(e) = new.or(old) {
-                q.add(informer::key(e));
-            }
-        }),
-        &shutdown,
-    );
+    let endpoints = ctx
+        .informers
+        .watch::<Endpoints>(
+            Box::new(move |old: Option<&Endpoints>, new: Option<&Endpoints>| {
+                if let Some(e) = new.or(old) {
+                    q.add(informer::key(e));
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = endpoints.wait_until_ready() => r?,

@@ -305,24 +305,27 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     };
     let q = queue.clone();
     // Someone else's edit or deletion of a managed slice brings its service back.
-    let _slices = informer::spawn(
-        Api::<EndpointSlice>::all(ctx.root.clone()),
-        Box::new(
-            move |old: Option<&EndpointSlice>, new: Option<&EndpointSlice>| {
-                let Some(s) = new.or(old) else { return };
-                let labels = s.metadata.labels.as_ref();
-                let managed = labels
-                    .and_then(|l| l.get(MANAGED_BY_LABEL))
-                    .is_some_and(|m| m == MANAGED_BY);
-                let svc = labels.and_then(|l| l.get(SERVICE_NAME_LABEL));
-                if let (true, Some(svc), Some(ns)) = (managed, svc, s.metadata.namespace.as_deref())
-                {
-                    q.add(format!("{ns}/{svc}"));
-                }
-            },
-        ),
-        &shutdown,
-    );
+    let _slices = ctx
+        .informers
+        .watch::<EndpointSlice>(
+            Box::new(
+                move |old: Option<&EndpointSlice>, new: Option<&EndpointSlice>| {
+                    let Some(s) = new.or(old) else { return };
+                    let labels = s.metadata.labels.as_ref();
+                    let managed = labels
+                        .and_then(|l| l.get(MANAGED_BY_LABEL))
+                        .is_some_and(|m| m == MANAGED_BY);
+                    let svc = labels.and_then(|l| l.get(SERVICE_NAME_LABEL));
+                    if let (true, Some(svc), Some(ns)) =
+                        (managed, svc, s.metadata.namespace.as_deref())
+                    {
+                        q.add(format!("{ns}/{svc}"));
+                    }
+                },
+            ),
+            &shutdown,
+        )
+        .await;
     for svc in services.state() {
         queue.add(informer::key(svc.as_ref()));
     }

@@ -1,10 +1,16 @@
 //! Informers: a kube-rs reflector store kept by a watch, calling a handler with the old and
 //! new object of every change (client-go's `ResourceEventHandler` shape: add = (None, new),
 //! update = (old, new), delete = (old, None)).
+//!
+//! [`Informers`] shares them as client-go's `SharedInformerFactory` does: one watch and one
+//! store per kind for every controller of the controller manager, however many handlers are
+//! registered (ten controllers look at pods; one watch feeds them all).
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::StreamExt;
 use kube::Api;
@@ -59,6 +65,156 @@ where
         }
     });
     store
+}
+
+/// The controller manager's shared informers: one cluster-wide watch per kind, started on the
+/// first request for that kind and kept until the manager's `shutdown` (the end of its
+/// leadership). Handlers come and go with the controller loop that registered them.
+#[derive(Clone)]
+pub(crate) struct Informers {
+    /// The controller manager's own client (upstream's shared informers use it too).
+    client: kube::Client,
+    shutdown: CancellationToken,
+    /// `TypeId` of `K` → `Arc<Shared<K>>`.
+    kinds: Arc<Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>>,
+}
+
+/// One shared informer: its store and who listens.
+struct Shared<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    dispatch: Arc<Mutex<Dispatch<K>>>,
+    /// Becomes true at the end of the first list. (kube-rs's `Store::wait_until_ready` wakes
+    /// only the last of several concurrent waiters, so shared stores signal readiness here.)
+    ready: tokio::sync::watch::Receiver<bool>,
+}
+
+/// What the watch task and handler registration share (under one lock, so a new handler sees
+/// every object exactly once before its first live event).
+struct Dispatch<K> {
+    /// Each handler with the token of the controller loop that registered it.
+    handlers: Vec<(Handler<K>, CancellationToken)>,
+    /// Objects of a list in progress: the reflector store shows them only once it ends.
+    listing: Vec<Arc<K>>,
+}
+
+impl Informers {
+    /// Shared informers on `client` that stop at `shutdown`.
+    pub(crate) fn new(client: kube::Client, shutdown: CancellationToken) -> Self {
+        Informers {
+            client,
+            shutdown,
+            kinds: Arc::default(),
+        }
+    }
+
+    /// The shared store of every `K` in the cluster, calling `handler` for each change until
+    /// `until` is cancelled. A handler registered after the watch started first gets an add
+    /// for each object already known. Returns once the store holds the first list (or
+    /// `until` is cancelled).
+    pub(crate) async fn watch<K>(&self, handler: Handler<K>, until: &CancellationToken) -> Store<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    {
+        let shared = {
+            let mut kinds = self.kinds.lock().unwrap_or_else(PoisonError::into_inner);
+            let entry = kinds
+                .entry(TypeId::of::<K>())
+                .or_insert_with(|| Arc::new(self.start::<K>()) as Arc<dyn Any + Send + Sync>)
+                .clone();
+            entry.downcast::<Shared<K>>()
+        };
+        let Ok(shared) = shared else {
+            // Unreachable: the map is keyed by the type it holds. Fall back to a private
+            // informer rather than fail.
+            return spawn(Api::<K>::all(self.client.clone()), handler, until);
+        };
+        {
+            let mut d = shared
+                .dispatch
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for obj in shared.store.state().iter().chain(d.listing.iter()) {
+                handler(None, Some(obj.as_ref()));
+            }
+            d.handlers.push((handler, until.clone()));
+        }
+        let mut ready = shared.ready.clone();
+        tokio::select! {
+            () = until.cancelled() => {}
+            _ = ready.wait_for(|r| *r) => {}
+        }
+        shared.store.clone()
+    }
+
+    /// Starts the watch of every `K`.
+    fn start<K>(&self) -> Shared<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    {
+        let (store, mut writer) = reflector::store::<K>();
+        let dispatch = Arc::new(Mutex::new(Dispatch {
+            handlers: Vec::new(),
+            listing: Vec::new(),
+        }));
+        let (reader, d, shutdown) = (store.clone(), dispatch.clone(), self.shutdown.clone());
+        let (ready_tx, ready) = tokio::sync::watch::channel(false);
+        let api = Api::<K>::all(self.client.clone());
+        tokio::spawn(async move {
+            let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+            futures_util::pin_mut!(stream);
+            loop {
+                let ev = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    ev = stream.next() => ev,
+                };
+                let Some(ev) = ev else { return };
+                let ev = match ev {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "shared watch error; retrying");
+                        continue;
+                    }
+                };
+                let mut d = d.lock().unwrap_or_else(PoisonError::into_inner);
+                d.handlers.retain(|(_, until)| !until.is_cancelled());
+                match &ev {
+                    Event::Apply(obj) | Event::InitApply(obj) => {
+                        let old = reader.get(&ObjectRef::from_obj(obj));
+                        writer.apply_watcher_event(&ev);
+                        if matches!(ev, Event::InitApply(_)) {
+                            d.listing.push(Arc::new(obj.clone()));
+                        }
+                        for (h, _) in &d.handlers {
+                            h(old.as_deref(), Some(obj));
+                        }
+                    }
+                    Event::Delete(obj) => {
+                        writer.apply_watcher_event(&ev);
+                        for (h, _) in &d.handlers {
+                            h(Some(obj), None);
+                        }
+                    }
+                    Event::Init | Event::InitDone => {
+                        writer.apply_watcher_event(&ev);
+                        d.listing.clear();
+                        if matches!(ev, Event::InitDone) {
+                            ready_tx.send_replace(true);
+                        }
+                    }
+                }
+            }
+        });
+        Shared {
+            store,
+            dispatch,
+            ready,
+        }
+    }
 }
 
 /// `namespace/name` (or `name`) of an object.

@@ -904,32 +904,36 @@ async fn sync(st: State, key: String) -> SyncResult {
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
     let q = queue.clone();
-    let jobs = informer::spawn(
-        Api::<Job>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&Job>, new: Option<&Job>| {
-            if let Some(j) = new.or(old) {
-                q.add(informer::key(j));
-            }
-        }),
-        &shutdown,
-    );
+    let jobs = ctx
+        .informers
+        .watch::<Job>(
+            Box::new(move |old: Option<&Job>, new: Option<&Job>| {
+                if let Some(j) = new.or(old) {
+                    q.add(informer::key(j));
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     let q = queue.clone();
-    let pods = informer::spawn(
-        Api::<Pod>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
-            let Some(p) = new.or(old) else { return };
-            let owner = p
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true) && o.kind == "Job");
-            if let (Some(o), Some(ns)) = (owner, p.metadata.namespace.as_deref()) {
-                q.add(format!("{ns}/{}", o.name));
-            }
-        }),
-        &shutdown,
-    );
+    let pods = ctx
+        .informers
+        .watch::<Pod>(
+            Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
+                let Some(p) = new.or(old) else { return };
+                let owner = p
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.controller == Some(true) && o.kind == "Job");
+                if let (Some(o), Some(ns)) = (owner, p.metadata.namespace.as_deref()) {
+                    q.add(format!("{ns}/{}", o.name));
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = async { jobs.wait_until_ready().await?; pods.wait_until_ready().await } => r?,

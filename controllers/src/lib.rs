@@ -286,12 +286,14 @@ async fn run_controllers(
     token: CancellationToken,
 ) {
     let mut tasks = tokio::task::JoinSet::new();
+    // One watch per kind for every loop, for this term of leadership.
+    let informers = informer::Informers::new(creds.root(), token.clone());
     for spec in CONTROLLERS {
         if !enabled(flags, spec.name, spec.default_on) {
             continue;
         }
         let (creds, metrics, token) = (creds.clone(), metrics.clone(), token.clone());
-        let options = options.clone();
+        let (options, informers) = (options.clone(), informers.clone());
         let name = spec.name;
         let start = spec.start;
         tasks.spawn(async move {
@@ -305,9 +307,14 @@ async fn run_controllers(
                     Ok(client) => {
                         let ctx = Context::new(client, name, &component, metrics.clone())
                             .with_root(creds.root(), creds.root_ca_pem())
-                            .with_options(options.clone());
+                            .with_options(options.clone())
+                            .with_informers(informers.clone());
                         tracing::info!(controller = name, "starting controller");
-                        start(ctx, token.clone()).await
+                        // The loop's own token: its informer handlers end with it.
+                        let run = token.child_token();
+                        let outcome = start(ctx, run.clone()).await;
+                        run.cancel();
+                        outcome
                     }
                     Err(e) => Err(e),
                 };

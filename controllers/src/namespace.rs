@@ -41,15 +41,17 @@ struct Shared {
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
     let q = queue.clone();
-    let namespaces = informer::spawn(
-        Api::<Namespace>::all(ctx.client.clone()),
-        Box::new(move |_old: Option<&Namespace>, new: Option<&Namespace>| {
-            if let Some(n) = new.filter(|n| n.metadata.deletion_timestamp.is_some()) {
-                q.add(informer::key(n));
-            }
-        }),
-        &shutdown,
-    );
+    let namespaces = ctx
+        .informers
+        .watch::<Namespace>(
+            Box::new(move |_old: Option<&Namespace>, new: Option<&Namespace>| {
+                if let Some(n) = new.filter(|n| n.metadata.deletion_timestamp.is_some()) {
+                    q.add(informer::key(n));
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = namespaces.wait_until_ready() => r?,

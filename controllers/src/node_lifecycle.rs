@@ -460,12 +460,11 @@ impl Monitor {
 /// Runs until `shutdown`.
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let noop = || -> informer::Handler<Node> { Box::new(|_, _| {}) };
-    let nodes = informer::spawn(Api::<Node>::all(ctx.root.clone()), noop(), &shutdown);
-    let pods = informer::spawn(
-        Api::<Pod>::all(ctx.root.clone()),
-        Box::new(|_, _| {}),
-        &shutdown,
-    );
+    let nodes = ctx.informers.watch::<Node>(noop(), &shutdown).await;
+    let pods = ctx
+        .informers
+        .watch::<Pod>(Box::new(|_, _| {}), &shutdown)
+        .await;
     let leases = informer::spawn(
         Api::<Lease>::namespaced(ctx.root.clone(), "kube-node-lease"),
         Box::new(|_, _| {}),

@@ -177,16 +177,14 @@ impl Collector {
 
 /// Runs until `shutdown`.
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let pods = informer::spawn(
-        Api::<Pod>::all(ctx.root.clone()),
-        Box::new(|_, _| {}),
-        &shutdown,
-    );
-    let nodes = informer::spawn(
-        Api::<Node>::all(ctx.root.clone()),
-        Box::new(|_, _| {}),
-        &shutdown,
-    );
+    let pods = ctx
+        .informers
+        .watch::<Pod>(Box::new(|_, _| {}), &shutdown)
+        .await;
+    let nodes = ctx
+        .informers
+        .watch::<Node>(Box::new(|_, _| {}), &shutdown)
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = async { pods.wait_until_ready().await?; nodes.wait_until_ready().await } => r?,

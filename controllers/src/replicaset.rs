@@ -167,31 +167,35 @@ async fn run<K: Replicated>(ctx: Context, shutdown: CancellationToken) -> anyhow
     let queue = Queue::default();
     let expectations = Expectations::default();
     let q = queue.clone();
-    let owners: Store<K> = informer::spawn(
-        Api::<K>::all(ctx.client.clone()),
-        Box::new(move |_old: Option<&K>, new: Option<&K>| {
-            // Deleting an owner: nothing to do but forget; updates and adds sync.
-            if let Some(o) = new.or(_old) {
-                q.add(informer::key(o));
-            }
-        }),
-        &shutdown,
-    );
-    let (q, exp, owners_for_pods) = (queue.clone(), expectations.clone(), owners.clone());
-    let pods: Store<Pod> = informer::spawn(
-        Api::<Pod>::all(ctx.client.clone()),
-        Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
-            for p in [old, new].into_iter().flatten() {
-                for key in owners_of_pod::<K>(&owners_for_pods, p) {
-                    if let Some(n) = &p.metadata.name {
-                        exp.observe_pod(&key, n);
-                    }
-                    q.add(key);
+    let owners: Store<K> = ctx
+        .informers
+        .watch::<K>(
+            Box::new(move |_old: Option<&K>, new: Option<&K>| {
+                // Deleting an owner: nothing to do but forget; updates and adds sync.
+                if let Some(o) = new.or(_old) {
+                    q.add(informer::key(o));
                 }
-            }
-        }),
-        &shutdown,
-    );
+            }),
+            &shutdown,
+        )
+        .await;
+    let (q, exp, owners_for_pods) = (queue.clone(), expectations.clone(), owners.clone());
+    let pods: Store<Pod> = ctx
+        .informers
+        .watch::<Pod>(
+            Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
+                for p in [old, new].into_iter().flatten() {
+                    for key in owners_of_pod::<K>(&owners_for_pods, p) {
+                        if let Some(n) = &p.metadata.name {
+                            exp.observe_pod(&key, n);
+                        }
+                        q.add(key);
+                    }
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = async { owners.wait_until_ready().await?; pods.wait_until_ready().await } => r?,

@@ -459,44 +459,48 @@ async fn sync(
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
     let q = queue.clone();
-    let quotas = informer::spawn(
-        Api::<ResourceQuota>::all(ctx.root.clone()),
-        Box::new(
-            move |old: Option<&ResourceQuota>, new: Option<&ResourceQuota>| {
-                // Our own status writes come back as updates; only spec changes need a look.
-                if let (Some(o), Some(n)) = (old, new)
-                    && o.spec == n.spec
-                {
-                    return;
-                }
-                if let Some(x) = new {
-                    q.add(informer::key(x));
-                }
-            },
-        ),
-        &shutdown,
-    );
+    let quotas = ctx
+        .informers
+        .watch::<ResourceQuota>(
+            Box::new(
+                move |old: Option<&ResourceQuota>, new: Option<&ResourceQuota>| {
+                    // Our own status writes come back as updates; only spec changes need a look.
+                    if let (Some(o), Some(n)) = (old, new)
+                        && o.spec == n.spec
+                    {
+                        return;
+                    }
+                    if let Some(x) = new {
+                        q.add(informer::key(x));
+                    }
+                },
+            ),
+            &shutdown,
+        )
+        .await;
     let (q, qs) = (queue.clone(), quotas.clone());
-    let pods = informer::spawn(
-        Api::<Pod>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
-            // Creations are charged by admission; deletions and phase changes free quota.
-            let changed = match (old, new) {
-                (Some(_), None) => true,
-                (Some(o), Some(n)) => pod_live(o) != pod_live(n),
-                _ => false,
-            };
-            let Some(p) = new.or(old).filter(|_| changed) else {
-                return;
-            };
-            for x in qs.state() {
-                if x.metadata.namespace == p.metadata.namespace {
-                    q.add(informer::key(x.as_ref()));
+    let pods = ctx
+        .informers
+        .watch::<Pod>(
+            Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
+                // Creations are charged by admission; deletions and phase changes free quota.
+                let changed = match (old, new) {
+                    (Some(_), None) => true,
+                    (Some(o), Some(n)) => pod_live(o) != pod_live(n),
+                    _ => false,
+                };
+                let Some(p) = new.or(old).filter(|_| changed) else {
+                    return;
+                };
+                for x in qs.state() {
+                    if x.metadata.namespace == p.metadata.namespace {
+                        q.add(informer::key(x.as_ref()));
+                    }
                 }
-            }
-        }),
-        &shutdown,
-    );
+            }),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = async { quotas.wait_until_ready().await?; pods.wait_until_ready().await } => r?,

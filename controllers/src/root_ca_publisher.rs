@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context::ReconcileError;
 use crate::queue::{Queue, SyncResult, run_workers};
 use crate::serviceaccount::{benign_create_error, terminating};
-use crate::{Context, LoopFuture, informer};
+use crate::{Context, LoopFuture};
 
 /// Name of the published ConfigMap.
 const CONFIG_MAP: &str = "kube-root-ca.crt";
@@ -112,28 +112,32 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     };
     let queue = Queue::default();
     let q = queue.clone();
-    let namespaces = informer::spawn(
-        Api::<Namespace>::all(ctx.root.clone()),
-        Box::new(move |_old, new: Option<&Namespace>| {
-            if let Some(n) = new.and_then(|n| n.metadata.name.clone()) {
-                q.add(n);
-            }
-        }),
-        &shutdown,
-    );
+    let namespaces = ctx
+        .informers
+        .watch::<Namespace>(
+            Box::new(move |_old, new: Option<&Namespace>| {
+                if let Some(n) = new.and_then(|n| n.metadata.name.clone()) {
+                    q.add(n);
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     let q = queue.clone();
-    let maps = informer::spawn(
-        Api::<ConfigMap>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&ConfigMap>, new: Option<&ConfigMap>| {
-            let Some(cm) = new.or(old) else { return };
-            if cm.metadata.name.as_deref() == Some(CONFIG_MAP)
-                && let Some(ns) = cm.metadata.namespace.clone()
-            {
-                q.add(ns);
-            }
-        }),
-        &shutdown,
-    );
+    let maps = ctx
+        .informers
+        .watch::<ConfigMap>(
+            Box::new(move |old: Option<&ConfigMap>, new: Option<&ConfigMap>| {
+                let Some(cm) = new.or(old) else { return };
+                if cm.metadata.name.as_deref() == Some(CONFIG_MAP)
+                    && let Some(ns) = cm.metadata.namespace.clone()
+                {
+                    q.add(ns);
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = async { namespaces.wait_until_ready().await?; maps.wait_until_ready().await } => r?,

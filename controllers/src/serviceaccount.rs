@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::ReconcileError;
 use crate::queue::{Queue, SyncResult, run_workers};
-use crate::{Context, LoopFuture, informer};
+use crate::{Context, LoopFuture};
 
 /// Names of the ServiceAccounts ensured in every namespace (upstream's default option).
 const SERVICE_ACCOUNTS: &[&str] = &["default"];
@@ -77,35 +77,39 @@ async fn sync(
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
     let q = queue.clone();
-    let namespaces = informer::spawn(
-        Api::<Namespace>::all(ctx.root.clone()),
-        Box::new(move |_old, new: Option<&Namespace>| {
-            if let Some(n) = new.and_then(|n| n.metadata.name.clone()) {
-                q.add(n);
-            }
-        }),
-        &shutdown,
-    );
-    let q = queue.clone();
-    let accounts = informer::spawn(
-        Api::<ServiceAccount>::all(ctx.root.clone()),
-        Box::new(
-            move |old: Option<&ServiceAccount>, new: Option<&ServiceAccount>| {
-                // Only deletions matter: a deleted default account is recreated.
-                if let (Some(sa), None) = (old, new) {
-                    let wanted = sa
-                        .metadata
-                        .name
-                        .as_deref()
-                        .is_some_and(|n| SERVICE_ACCOUNTS.contains(&n));
-                    if let (true, Some(ns)) = (wanted, sa.metadata.namespace.clone()) {
-                        q.add(ns);
-                    }
+    let namespaces = ctx
+        .informers
+        .watch::<Namespace>(
+            Box::new(move |_old, new: Option<&Namespace>| {
+                if let Some(n) = new.and_then(|n| n.metadata.name.clone()) {
+                    q.add(n);
                 }
-            },
-        ),
-        &shutdown,
-    );
+            }),
+            &shutdown,
+        )
+        .await;
+    let q = queue.clone();
+    let accounts = ctx
+        .informers
+        .watch::<ServiceAccount>(
+            Box::new(
+                move |old: Option<&ServiceAccount>, new: Option<&ServiceAccount>| {
+                    // Only deletions matter: a deleted default account is recreated.
+                    if let (Some(sa), None) = (old, new) {
+                        let wanted = sa
+                            .metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|n| SERVICE_ACCOUNTS.contains(&n));
+                        if let (true, Some(ns)) = (wanted, sa.metadata.namespace.clone()) {
+                            q.add(ns);
+                        }
+                    }
+                },
+            ),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = async { namespaces.wait_until_ready().await?; accounts.wait_until_ready().await } => r?,

@@ -441,34 +441,38 @@ async fn sync(st: State, key: String) -> SyncResult {
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
     let q = queue.clone();
-    let sets = informer::spawn(
-        Api::<StatefulSet>::all(ctx.root.clone()),
-        Box::new(
-            move |old: Option<&StatefulSet>, new: Option<&StatefulSet>| {
-                if let Some(s) = new.or(old) {
-                    q.add(informer::key(s));
-                }
-            },
-        ),
-        &shutdown,
-    );
+    let sets = ctx
+        .informers
+        .watch::<StatefulSet>(
+            Box::new(
+                move |old: Option<&StatefulSet>, new: Option<&StatefulSet>| {
+                    if let Some(s) = new.or(old) {
+                        q.add(informer::key(s));
+                    }
+                },
+            ),
+            &shutdown,
+        )
+        .await;
     let q = queue.clone();
-    let pods = informer::spawn(
-        Api::<Pod>::all(ctx.root.clone()),
-        Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
-            let Some(p) = new.or(old) else { return };
-            let owner = p
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true) && o.kind == "StatefulSet");
-            if let (Some(o), Some(ns)) = (owner, p.metadata.namespace.as_deref()) {
-                q.add(format!("{ns}/{}", o.name));
-            }
-        }),
-        &shutdown,
-    );
+    let pods = ctx
+        .informers
+        .watch::<Pod>(
+            Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
+                let Some(p) = new.or(old) else { return };
+                let owner = p
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.controller == Some(true) && o.kind == "StatefulSet");
+                if let (Some(o), Some(ns)) = (owner, p.metadata.namespace.as_deref()) {
+                    q.add(format!("{ns}/{}", o.name));
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = async { sets.wait_until_ready().await?; pods.wait_until_ready().await } => r?,

@@ -71,15 +71,17 @@ async fn sync(ctx: Context, jobs: Store<Job>, key: String) -> SyncResult {
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
     let q = queue.clone();
-    let jobs = informer::spawn(
-        Api::<Job>::all(ctx.root.clone()),
-        Box::new(move |_old, new: Option<&Job>| {
-            if let Some(j) = new.filter(|j| expires_at(j).is_some()) {
-                q.add(informer::key(j));
-            }
-        }),
-        &shutdown,
-    );
+    let jobs = ctx
+        .informers
+        .watch::<Job>(
+            Box::new(move |_old, new: Option<&Job>| {
+                if let Some(j) = new.filter(|j| expires_at(j).is_some()) {
+                    q.add(informer::key(j));
+                }
+            }),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = jobs.wait_until_ready() => r?,

@@ -111,10 +111,13 @@ impl FaultProxy {
                         from,
                     };
                     if rules.now() == Mode::Drop {
-                        // Cut off from the start: swallow the connection.
+                        // Cut off from the start: swallow the connection until the partition
+                        // heals, then close it (as a connection that lost bytes mid-way) so
+                        // the dialler redials. Swallowing it for good would leave the dialler
+                        // writing into a black hole it cannot see long after the fault.
                         let mut sink = vec![0u8; 64 * 1024];
                         while let Ok(n) = ri.read(&mut sink).await {
-                            if n == 0 {
+                            if n == 0 || rules.now() != Mode::Drop {
                                 return;
                             }
                         }
@@ -279,6 +282,19 @@ mod tests {
         assert_eq!(&b, b"three");
         p.unblock_all();
         connect(&p, 2).await?;
+        // A connection opened during a partition is swallowed, then closed once it heals.
+        p.set(Mode::Drop);
+        let mut late = TcpStream::connect(p.addr).await?;
+        late.write_all(&preamble(4)).await?;
+        let r = tokio::time::timeout(Duration::from_millis(300), late.read_exact(&mut b)).await;
+        assert!(r.is_err(), "nothing passes a partition");
+        p.set(Mode::Pass);
+        late.write_all(b"again").await?;
+        let n = tokio::time::timeout(Duration::from_secs(10), late.read(&mut b)).await??;
+        assert_eq!(
+            n, 0,
+            "a connection swallowed by a partition is closed on heal"
+        );
         Ok(())
     }
 }

@@ -36,8 +36,29 @@ pub fn capstan_bin() -> PathBuf {
     profile_dir.join("capstan")
 }
 
-/// A free TCP port on 127.0.0.1 (bound then released; the OS will not hand it out again soon).
+/// A free TCP port on 127.0.0.1 (bound then released).
+///
+/// Ports come from below Linux's ephemeral range (32768–60999): a port the kernel hands out
+/// as the source port of some outgoing connection could otherwise be taken when a test
+/// restarts a process on "its" port. Each call in a process moves on to the next port, so
+/// two servers of one test never get the same one.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 12_000;
+    const SPAN: u32 = 32_767 - LOW;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7_919) % SPAN,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    for _ in 0..SPAN {
+        let port = u16::try_from(LOW + NEXT.fetch_add(1, Ordering::SeqCst) % SPAN).unwrap_or(0);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

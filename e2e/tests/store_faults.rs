@@ -514,7 +514,15 @@ fn one_run(run: usize, seed: u64, secs: u64) -> Result<(usize, Faults)> {
                 break;
             }
             if Instant::now() > final_deadline {
-                bail!("no final read of {key}; logs:\n{}", cluster.logs());
+                let statuses: Vec<String> = endpoints
+                    .iter()
+                    .map(|ep| format!("{ep}: {:?}", e2e::etcd_cluster::member_status(ep)))
+                    .collect();
+                bail!(
+                    "no final read of {key} from {ep}; member statuses:\n{}\nlogs:\n{}",
+                    statuses.join("\n"),
+                    cluster.logs()
+                );
             }
             std::thread::sleep(Duration::from_millis(200));
         }
