@@ -266,6 +266,7 @@ fn is_zero64(n: &i64) -> bool {
 
 /// One sync of the owner at `key` (`syncReplicaSet`).
 async fn sync<K: Replicated>(s: &Shared<K>, key: &str) -> SyncResult {
+    let sync_started = Instant::now();
     let Some(owner) = informer::get(&s.owners, key) else {
         s.expectations.forget(key);
         return Ok(None);
@@ -421,6 +422,13 @@ async fn sync<K: Replicated>(s: &Shared<K>, key: &str) -> SyncResult {
             Err(e) => return Err(e.into()),
         }
     }
+    tracing::trace!(
+        replicaset = key,
+        satisfied,
+        replicas = status.replicas,
+        elapsed_us = u64::try_from(sync_started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        "synced"
+    );
     if let Some((_, msg)) = manage_err {
         return Err(ReconcileError::Other(msg));
     }
@@ -509,6 +517,7 @@ async fn manage_replicas<K: Replicated>(
             e.at = Some(Instant::now());
         });
         // Slow start: batches of 1, 2, 4, ... stop at the first batch with a failure.
+        let started = Instant::now();
         let mut remaining = diff;
         let mut batch = 1usize;
         let mut error: Option<String> = None;
@@ -582,6 +591,12 @@ async fn manage_replicas<K: Replicated>(
             }
             batch *= 2;
         }
+        tracing::debug!(
+            replicaset = key,
+            pods = diff,
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "created pods"
+        );
         return error.map(|m| (true, m));
     }
     if have > want {

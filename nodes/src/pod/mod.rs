@@ -639,6 +639,8 @@ pub(crate) async fn run(
     let mut sim = Sim::new(&first, &node, Timestamp::now());
     // A digest of the status last written (cheaper to keep than the document).
     let mut reported: Option<u64> = None;
+    // When the API's diverging copy last made us write our status again.
+    let mut forced: Option<std::time::Instant> = None;
     let path = format!("/api/v1/namespaces/{}/pods/{}", sim.namespace, sim.name);
     loop {
         let Some(pod) = updates.borrow_and_update().clone() else {
@@ -660,6 +662,20 @@ pub(crate) async fn run(
             std::hash::Hash::hash(&status.to_string(), &mut h);
             std::hash::Hasher::finish(&h)
         };
+        // As the kubelet's status manager, write our view again when the API's copy
+        // disagrees (say the node lifecycle controller marked the pod not ready while this
+        // node's heartbeats were late) — at most once per resync period, so a writer that
+        // keeps changing it cannot make us loop.
+        let mut resync_at = None;
+        if reported == Some(digest) && diverged(&pod, &status) {
+            match forced {
+                Some(at) if at.elapsed() < STATUS_RESYNC => resync_at = Some(at + STATUS_RESYNC),
+                _ => {
+                    reported = None;
+                    forced = Some(std::time::Instant::now());
+                }
+            }
+        }
         if reported != Some(digest) {
             let patch = json!({"metadata": {"uid": sim.uid}, "status": status});
             match api
@@ -711,10 +727,14 @@ pub(crate) async fn run(
             let retry = now + Duration::from_secs(1);
             wake = Some(wake.map_or(retry, |w| w.min(retry)));
         }
-        let sleep = wake.map(|w| {
-            let d = now.duration_until(w).unsigned_abs();
-            tokio::time::Instant::now() + d
-        });
+        let sleep = wake
+            .map(|w| {
+                let d = now.duration_until(w).unsigned_abs();
+                tokio::time::Instant::now() + d
+            })
+            .into_iter()
+            .chain(resync_at.map(tokio::time::Instant::from_std))
+            .min();
         tokio::select! {
             () = shutdown.cancelled() => break,
             changed = updates.changed() => if changed.is_err() { break },
@@ -732,6 +752,34 @@ pub(crate) async fn run(
     {
         lock(&node).release(ip);
     }
+}
+
+/// How often the API's diverging copy of a pod's status may make us write ours again (the
+/// kubelet status manager's sync period).
+const STATUS_RESYNC: Duration = Duration::from_secs(10);
+
+/// Whether the API's copy of `pod` disagrees with `status` (what this kubelet reports) on
+/// the phase or on a condition it owns.
+fn diverged(pod: &Pod, status: &Value) -> bool {
+    let Some(api) = pod.status.as_ref() else {
+        return true;
+    };
+    if status.get("phase").and_then(Value::as_str) != api.phase.as_deref() {
+        return true;
+    }
+    let ours = status.get("conditions").and_then(Value::as_array);
+    ours.into_iter().flatten().any(|c| {
+        let (Some(t), Some(st)) = (c["type"].as_str(), c["status"].as_str()) else {
+            return false;
+        };
+        let theirs = api
+            .conditions
+            .iter()
+            .flatten()
+            .find(|x| x.type_ == t)
+            .map(|x| x.status.as_str());
+        theirs != Some(st)
+    })
 }
 
 /// Posts core/v1 Events as the kubelet's recorder does (source `kubelet` on `node`).
@@ -779,6 +827,22 @@ async fn post_events(api: FleetApi, node: String, pod: Arc<Pod>, events: Vec<Pod
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_marked_not_ready_by_someone_else_diverges_from_our_status() {
+        let ours = json!({"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}]});
+        let same = pod(json!({"metadata": {"name": "p"}, "status": &ours}));
+        assert!(!diverged(&same, &ours));
+        let marked = pod(
+            json!({"metadata": {"name": "p"}, "status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "False"},
+                           {"type": "ContainersReady", "status": "True"}]}}),
+        );
+        assert!(diverged(&marked, &ours));
+        let no_status = pod(json!({"metadata": {"name": "p"}}));
+        assert!(diverged(&no_status, &ours));
+    }
 
     fn pod(json: Value) -> Pod {
         serde_json::from_value(json).unwrap()
