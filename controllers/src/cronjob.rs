@@ -390,34 +390,14 @@ async fn write_status(
 /// Runs until `shutdown`.
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
-    let q = queue.clone();
     let cronjobs = ctx
         .informers
-        .watch::<CronJob>(
-            Box::new(move |old: Option<&CronJob>, new: Option<&CronJob>| {
-                if let Some(c) = new.or(old) {
-                    q.add(informer::key(c));
-                }
-            }),
-            &shutdown,
-        )
+        .watch::<CronJob>(informer::enqueue_key(queue.clone()), &shutdown)
         .await;
-    let q = queue.clone();
     let jobs = ctx
         .informers
         .watch::<Job>(
-            Box::new(move |old: Option<&Job>, new: Option<&Job>| {
-                let Some(j) = new.or(old) else { return };
-                let owner = j
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .find(|o| o.controller == Some(true) && o.kind == "CronJob");
-                if let (Some(o), Some(ns)) = (owner, j.metadata.namespace.as_deref()) {
-                    q.add(format!("{ns}/{}", o.name));
-                }
-            }),
+            informer::enqueue_controller("CronJob", queue.clone()),
             &shutdown,
         )
         .await;

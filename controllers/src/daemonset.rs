@@ -520,17 +520,9 @@ async fn sync(st: State, key: String) -> SyncResult {
 /// Runs until `shutdown`.
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
-    let q = queue.clone();
     let sets = ctx
         .informers
-        .watch::<DaemonSet>(
-            Box::new(move |old: Option<&DaemonSet>, new: Option<&DaemonSet>| {
-                if let Some(d) = new.or(old) {
-                    q.add(informer::key(d));
-                }
-            }),
-            &shutdown,
-        )
+        .watch::<DaemonSet>(informer::enqueue_key(queue.clone()), &shutdown)
         .await;
     let (q, all_sets) = (queue.clone(), sets.clone());
     let nodes = ctx
@@ -551,22 +543,10 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
             &shutdown,
         )
         .await;
-    let q = queue.clone();
     let pods = ctx
         .informers
         .watch::<Pod>(
-            Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
-                let Some(p) = new.or(old) else { return };
-                let owner = p
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .find(|o| o.controller == Some(true) && o.kind == "DaemonSet");
-                if let (Some(o), Some(ns)) = (owner, p.metadata.namespace.as_deref()) {
-                    q.add(format!("{ns}/{}", o.name));
-                }
-            }),
+            informer::enqueue_controller("DaemonSet", queue.clone()),
             &shutdown,
         )
         .await;

@@ -44,17 +44,9 @@ struct Shared {
 
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
-    let q = queue.clone();
     let deployments = ctx
         .informers
-        .watch::<Deployment>(
-            Box::new(move |old: Option<&Deployment>, new: Option<&Deployment>| {
-                if let Some(d) = new.or(old) {
-                    q.add(informer::key(d));
-                }
-            }),
-            &shutdown,
-        )
+        .watch::<Deployment>(informer::enqueue_key(queue.clone()), &shutdown)
         .await;
     let (q, ds) = (queue.clone(), deployments.clone());
     let replicasets = ctx

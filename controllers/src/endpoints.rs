@@ -416,17 +416,9 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let Some((services, pods)) = service_pod_informers(&ctx, &queue, &shutdown).await? else {
         return Ok(());
     };
-    let q = queue.clone();
     let endpoints = ctx
         .informers
-        .watch::<Endpoints>(
-            Box::new(move |old: Option<&Endpoints>, new: Option<&Endpoints>| {
-                if let Some(e) = new.or(old) {
-                    q.add(informer::key(e));
-                }
-            }),
-            &shutdown,
-        )
+        .watch::<Endpoints>(informer::enqueue_key(queue.clone()), &shutdown)
         .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),

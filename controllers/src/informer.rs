@@ -24,47 +24,16 @@ use tokio_util::sync::CancellationToken;
 /// An event handler: (old, new).
 pub(crate) type Handler<K> = Box<dyn Fn(Option<&K>, Option<&K>) + Send + Sync>;
 
-/// Starts watching `api` into a store, calling `handler` for each change, until `shutdown`.
-/// Await `store.wait_until_ready()` before trusting the store.
+/// Starts watching `api` into a store of its own, calling `handler` for each change, until
+/// `shutdown`. Await `store.wait_until_ready()` (one waiter) before trusting the store.
 pub(crate) fn spawn<K>(api: Api<K>, handler: Handler<K>, shutdown: &CancellationToken) -> Store<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    let (store, mut writer) = reflector::store::<K>();
-    let reader = store.clone();
-    let shutdown = shutdown.clone();
-    tokio::spawn(async move {
-        let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
-        futures_util::pin_mut!(stream);
-        loop {
-            let ev = tokio::select! {
-                () = shutdown.cancelled() => return,
-                ev = stream.next() => ev,
-            };
-            let Some(ev) = ev else { return };
-            let ev = match ev {
-                Ok(ev) => ev,
-                Err(e) => {
-                    tracing::debug!(error = %e, "watch error; retrying");
-                    continue;
-                }
-            };
-            match &ev {
-                Event::Apply(obj) | Event::InitApply(obj) => {
-                    let old = reader.get(&ObjectRef::from_obj(obj));
-                    writer.apply_watcher_event(&ev);
-                    handler(old.as_deref(), Some(obj));
-                }
-                Event::Delete(obj) => {
-                    writer.apply_watcher_event(&ev);
-                    handler(Some(obj), None);
-                }
-                Event::Init | Event::InitDone => writer.apply_watcher_event(&ev),
-            }
-        }
-    });
-    store
+    let informer = Shared::start(api, shutdown.clone());
+    informer.register(handler, shutdown);
+    informer.store
 }
 
 /// The controller manager's shared informers: one cluster-wide watch per kind, started on the
@@ -132,16 +101,7 @@ impl Informers {
             // informer rather than fail.
             return spawn(Api::<K>::all(self.client.clone()), handler, until);
         };
-        {
-            let mut d = shared
-                .dispatch
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            for obj in shared.store.state().iter().chain(d.listing.iter()) {
-                handler(None, Some(obj.as_ref()));
-            }
-            d.handlers.push((handler, until.clone()));
-        }
+        shared.register(handler, until);
         let mut ready = shared.ready.clone();
         tokio::select! {
             () = until.cancelled() => {}
@@ -156,14 +116,24 @@ impl Informers {
         K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
     {
+        Shared::start(Api::<K>::all(self.client.clone()), self.shutdown.clone())
+    }
+}
+
+impl<K> Shared<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    /// Starts watching `api` until `shutdown`; handlers are registered afterwards.
+    fn start(api: Api<K>, shutdown: CancellationToken) -> Self {
         let (store, mut writer) = reflector::store::<K>();
         let dispatch = Arc::new(Mutex::new(Dispatch {
             handlers: Vec::new(),
             listing: Vec::new(),
         }));
-        let (reader, d, shutdown) = (store.clone(), dispatch.clone(), self.shutdown.clone());
+        let (reader, d) = (store.clone(), dispatch.clone());
         let (ready_tx, ready) = tokio::sync::watch::channel(false);
-        let api = Api::<K>::all(self.client.clone());
         tokio::spawn(async move {
             let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
             futures_util::pin_mut!(stream);
@@ -215,6 +185,46 @@ impl Informers {
             ready,
         }
     }
+
+    /// Adds `handler` until `until` is cancelled, first giving it an add for every object
+    /// already known (under the dispatch lock, so it sees each object once before its first
+    /// live event).
+    fn register(&self, handler: Handler<K>, until: &CancellationToken) {
+        let mut d = self.dispatch.lock().unwrap_or_else(PoisonError::into_inner);
+        for obj in self.store.state().iter().chain(d.listing.iter()) {
+            handler(None, Some(obj.as_ref()));
+        }
+        d.handlers.push((handler, until.clone()));
+    }
+}
+
+/// A handler that queues the key ([`key`]) of each changed object.
+pub(crate) fn enqueue_key<K: Resource>(queue: crate::queue::Queue) -> Handler<K> {
+    Box::new(move |old: Option<&K>, new: Option<&K>| {
+        if let Some(obj) = new.or(old) {
+            queue.add(key(obj));
+        }
+    })
+}
+
+/// A handler that queues `namespace/name` of each changed object's controller when that
+/// controller is of kind `kind` (what the workload controllers do with their pods' events).
+pub(crate) fn enqueue_controller<K: Resource>(
+    kind: &'static str,
+    queue: crate::queue::Queue,
+) -> Handler<K> {
+    Box::new(move |old: Option<&K>, new: Option<&K>| {
+        let Some(obj) = new.or(old) else { return };
+        let meta = obj.meta();
+        let owner = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true) && o.kind == kind);
+        if let (Some(o), Some(ns)) = (owner, meta.namespace.as_deref()) {
+            queue.add(format!("{ns}/{}", o.name));
+        }
+    })
 }
 
 /// `namespace/name` (or `name`) of an object.

@@ -903,34 +903,14 @@ async fn sync(st: State, key: String) -> SyncResult {
 /// Runs until `shutdown`.
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
-    let q = queue.clone();
     let jobs = ctx
         .informers
-        .watch::<Job>(
-            Box::new(move |old: Option<&Job>, new: Option<&Job>| {
-                if let Some(j) = new.or(old) {
-                    q.add(informer::key(j));
-                }
-            }),
-            &shutdown,
-        )
+        .watch::<Job>(informer::enqueue_key(queue.clone()), &shutdown)
         .await;
-    let q = queue.clone();
     let pods = ctx
         .informers
         .watch::<Pod>(
-            Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
-                let Some(p) = new.or(old) else { return };
-                let owner = p
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .find(|o| o.controller == Some(true) && o.kind == "Job");
-                if let (Some(o), Some(ns)) = (owner, p.metadata.namespace.as_deref()) {
-                    q.add(format!("{ns}/{}", o.name));
-                }
-            }),
+            informer::enqueue_controller("Job", queue.clone()),
             &shutdown,
         )
         .await;

@@ -454,22 +454,10 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
             &shutdown,
         )
         .await;
-    let q = queue.clone();
     let pods = ctx
         .informers
         .watch::<Pod>(
-            Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
-                let Some(p) = new.or(old) else { return };
-                let owner = p
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .find(|o| o.controller == Some(true) && o.kind == "StatefulSet");
-                if let (Some(o), Some(ns)) = (owner, p.metadata.namespace.as_deref()) {
-                    q.add(format!("{ns}/{}", o.name));
-                }
-            }),
+            informer::enqueue_controller("StatefulSet", queue.clone()),
             &shutdown,
         )
         .await;
