@@ -16,6 +16,8 @@ use crate::cache::PodInfo;
 #[derive(Clone)]
 pub struct Writer {
     client: kube::Client,
+    reporter: Reporter,
+    /// For warnings, which repeat per pod and become series.
     recorder: Recorder,
 }
 
@@ -34,14 +36,16 @@ pub fn pod_ref(namespace: &str, name: &str, uid: &str) -> ObjectReference {
 impl Writer {
     /// A writer reporting events as `scheduler_name` from `instance`.
     pub fn new(client: kube::Client, scheduler_name: &str, instance: &str) -> Writer {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: scheduler_name.into(),
-                instance: Some(instance.into()),
-            },
-        );
-        Writer { client, recorder }
+        let reporter = Reporter {
+            controller: scheduler_name.into(),
+            instance: Some(instance.into()),
+        };
+        let recorder = Recorder::new(client.clone(), reporter.clone());
+        Writer {
+            client,
+            reporter,
+            recorder,
+        }
     }
 
     fn pods(&self, ns: &str) -> Api<Pod> {
@@ -95,7 +99,17 @@ impl Writer {
             action: action.into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, pod).await {
+        // A `Scheduled` event happens once per pod: it goes through a recorder of its own,
+        // since kube's Recorder sweeps its whole series cache on every publish (thousands of
+        // entries while a large Deployment is scheduled).
+        let result = if warning {
+            self.recorder.publish(&ev, pod).await
+        } else {
+            Recorder::new(self.client.clone(), self.reporter.clone())
+                .publish(&ev, pod)
+                .await
+        };
+        if let Err(e) = result {
             tracing::debug!(error = %e, reason, "failed to record event");
         }
     }

@@ -257,6 +257,11 @@ pub struct NodeInfo {
     pub name: String,
     /// Node labels.
     pub labels: Labels,
+    /// Its `kubernetes.io/hostname` label, kept apart: the default spreading constraints read
+    /// it (and the zone) for every node of every attempt.
+    pub hostname: Option<String>,
+    /// Its `topology.kubernetes.io/zone` label.
+    pub zone: Option<String>,
     /// `spec.taints`.
     pub taints: Vec<Taint>,
     /// `spec.unschedulable`.
@@ -284,9 +289,9 @@ pub struct NodeInfo {
 
 /// Memoized per-node counts of pods matching a selector, so PodTopologySpread does not
 /// re-match every pod of every node for each pod it scores (the counts only change on the
-/// node that gains or loses a pod).
+/// node that gains or loses a pod). A few entries at most: a short list beats hashing.
 #[derive(Debug, Default)]
-pub struct MatchMemo(std::sync::Mutex<HashMap<u64, i64>>);
+pub struct MatchMemo(std::sync::Mutex<Vec<(u64, i64)>>);
 
 impl Clone for MatchMemo {
     fn clone(&self) -> Self {
@@ -295,7 +300,7 @@ impl Clone for MatchMemo {
 }
 
 impl MatchMemo {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, i64>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u64, i64)>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -303,6 +308,47 @@ impl MatchMemo {
 
     fn clear(&self) {
         self.lock().clear();
+    }
+}
+
+/// The well-known hostname label.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+/// The well-known zone label.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+fn label(node: &Node, key: &str) -> Option<String> {
+    node.metadata.labels.as_ref()?.get(key).cloned()
+}
+
+/// A topology key resolved once per attempt: the hostname and zone (the keys of the system
+/// default spreading) read [`NodeInfo`]'s own fields, any other key its labels.
+#[derive(Debug, Clone, Copy)]
+pub enum TopologyKey<'a> {
+    /// `kubernetes.io/hostname`.
+    Hostname,
+    /// `topology.kubernetes.io/zone`.
+    Zone,
+    /// Any other label.
+    Other(&'a str),
+}
+
+impl<'a> TopologyKey<'a> {
+    /// Resolves `key`.
+    pub fn new(key: &'a str) -> TopologyKey<'a> {
+        match key {
+            HOSTNAME_LABEL => TopologyKey::Hostname,
+            ZONE_LABEL => TopologyKey::Zone,
+            other => TopologyKey::Other(other),
+        }
+    }
+
+    /// The node's value for this key, if it has the label.
+    pub fn value<'n>(&self, n: &'n NodeInfo) -> Option<&'n str> {
+        match self {
+            TopologyKey::Hostname => n.hostname.as_deref(),
+            TopologyKey::Zone => n.zone.as_deref(),
+            TopologyKey::Other(k) => n.labels.get(*k).map(String::as_str),
+        }
     }
 }
 
@@ -321,6 +367,8 @@ impl NodeInfo {
         let mut n = NodeInfo {
             name: node.metadata.name.clone().unwrap_or_default(),
             labels: node.metadata.labels.clone().unwrap_or_default(),
+            hostname: label(node, HOSTNAME_LABEL),
+            zone: label(node, ZONE_LABEL),
             taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
             unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
             allocatable: alloc.map(Resources::from_list).unwrap_or_default(),
@@ -351,15 +399,20 @@ impl NodeInfo {
     /// The count `compute` gives for this node's current pods, computed once per
     /// `fingerprint` (which must identify everything `compute` depends on besides the pods).
     pub fn memo_count(&self, fingerprint: u64, compute: impl FnOnce(&NodeInfo) -> i64) -> i64 {
-        if let Some(n) = self.match_memo.lock().get(&fingerprint) {
+        if let Some((_, n)) = self
+            .match_memo
+            .lock()
+            .iter()
+            .find(|(f, _)| *f == fingerprint)
+        {
             return *n;
         }
         let n = compute(self);
         let mut memo = self.match_memo.lock();
-        if memo.len() >= 64 {
+        if memo.len() >= 16 {
             memo.clear();
         }
-        memo.insert(fingerprint, n);
+        memo.push((fingerprint, n));
         n
     }
 

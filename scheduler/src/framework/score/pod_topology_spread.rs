@@ -1,9 +1,9 @@
 //! PodTopologySpread (score): for `ScheduleAnyway` constraints, nodes in domains with fewer
 //! matching pods score higher; each constraint's count is weighted by `log(domains + 2)`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use crate::cache::{Cache, NodeInfo};
+use crate::cache::{Cache, NodeInfo, TopologyKey};
 use crate::framework::PodCtx;
 use crate::framework::filter::pod_topology_spread::{
     count_matching_memo, matching_fingerprint, node_included,
@@ -12,7 +12,12 @@ use crate::framework::score::MAX_NODE_SCORE;
 
 /// Scores each node.
 pub fn score(ctx: &PodCtx<'_>, cache: &Cache, nodes: &[&NodeInfo]) -> Vec<i64> {
-    let soft: Vec<_> = ctx.spread.iter().filter(|c| !c.hard).collect();
+    let soft: Vec<_> = ctx
+        .spread
+        .iter()
+        .filter(|c| !c.hard)
+        .map(|c| (c, TopologyKey::new(&c.key)))
+        .collect();
     if soft.is_empty() {
         return vec![0; nodes.len()];
     }
@@ -22,34 +27,32 @@ pub fn score(ctx: &PodCtx<'_>, cache: &Cache, nodes: &[&NodeInfo]) -> Vec<i64> {
         .iter()
         .map(|n| {
             if ctx.spread_defaulted {
-                !soft.iter().any(|c| n.labels.contains_key(&c.key))
+                !soft.iter().any(|(_, k)| k.value(n).is_some())
             } else {
-                !soft.iter().all(|c| n.labels.contains_key(&c.key))
+                !soft.iter().all(|(_, k)| k.value(n).is_some())
             }
         })
         .collect();
     let mut raw = vec![0f64; nodes.len()];
-    for c in &soft {
-        let hostname = c.key == "kubernetes.io/hostname";
+    for (c, key) in &soft {
+        let hostname = matches!(key, TopologyKey::Hostname);
         let fingerprint = matching_fingerprint(ctx, c);
         let mut counts: HashMap<&str, i64> = HashMap::new();
         if !hostname {
             for n in &cache.nodes {
-                if !soft.iter().all(|o| n.labels.contains_key(&o.key)) || !node_included(ctx, c, n)
-                {
+                if !soft.iter().all(|(_, k)| k.value(n).is_some()) || !node_included(ctx, c, n) {
                     continue;
                 }
-                if let Some(v) = n.labels.get(&c.key) {
-                    *counts.entry(v.as_str()).or_insert(0) +=
-                        count_matching_memo(ctx, c, n, fingerprint);
+                if let Some(v) = key.value(n) {
+                    *counts.entry(v).or_insert(0) += count_matching_memo(ctx, c, n, fingerprint);
                 }
             }
         }
-        let domains: std::collections::HashSet<&str> = nodes
+        let domains: HashSet<&str> = nodes
             .iter()
             .zip(&ignored)
             .filter(|(_, ig)| !**ig)
-            .filter_map(|(n, _)| n.labels.get(&c.key).map(|v| v.as_str()))
+            .filter_map(|(n, _)| key.value(n))
             .collect();
         let weight = ((domains.len() + 2) as f64).ln();
         for (i, n) in nodes.iter().enumerate() {
@@ -59,9 +62,8 @@ pub fn score(ctx: &PodCtx<'_>, cache: &Cache, nodes: &[&NodeInfo]) -> Vec<i64> {
             let cnt = if hostname {
                 count_matching_memo(ctx, c, n, fingerprint)
             } else {
-                n.labels
-                    .get(&c.key)
-                    .and_then(|v| counts.get(v.as_str()).copied())
+                key.value(n)
+                    .and_then(|v| counts.get(v).copied())
                     .unwrap_or(0)
             };
             raw[i] += cnt as f64 * weight + (c.max_skew - 1) as f64;
