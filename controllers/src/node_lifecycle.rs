@@ -19,6 +19,7 @@ use kube::runtime::reflector::Store;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::queue::{Queue, run_workers};
 use crate::{Context, LoopFuture, informer, reference};
 
 /// Taint key of a node whose Ready condition is Unknown.
@@ -301,28 +302,8 @@ impl Monitor {
 
     /// Brings the node's not-ready/unreachable taints in line with its Ready condition.
     async fn taint(&self, node: &Node, now: Timestamp) {
-        let current = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.clone())
-            .unwrap_or_default();
-        let want = desired_taints(node, now);
-        if want == current {
-            return;
-        }
-        let Some(name) = node.metadata.name.as_deref() else {
-            return;
-        };
-        let patch = json!({
-            "metadata": {"resourceVersion": node.metadata.resource_version},
-            "spec": {"taints": want},
-        });
-        let api: Api<Node> = Api::all(self.ctx.client.clone());
-        if let Err(e) = api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            tracing::debug!(node = name, error = %e, "updating taints failed; retrying next pass");
+        if let Err(e) = sync_taints(&self.ctx.client, node, now).await {
+            tracing::debug!(node = ?node.metadata.name, error = %e, "updating taints failed; retrying next pass");
         }
     }
 
@@ -457,10 +438,42 @@ impl Monitor {
     }
 }
 
+/// Brings `node`'s not-ready/unreachable taints in line with its Ready condition (one
+/// PATCH guarded by its resourceVersion, none when they already are).
+async fn sync_taints(client: &kube::Client, node: &Node, now: Timestamp) -> kube::Result<()> {
+    let current = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let want = desired_taints(node, now);
+    if want == current {
+        return Ok(());
+    }
+    let Some(name) = node.metadata.name.as_deref() else {
+        return Ok(());
+    };
+    let patch = json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": want},
+    });
+    let api: Api<Node> = Api::all(client.clone());
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Upstream's node update workers (`doNoScheduleTaintingPass` on every Node event): a node
+/// that turns Ready loses its `not-ready` taints at once, not at the next monitor pass.
+const TAINT_WORKERS: usize = 8;
+
 /// Runs until `shutdown`.
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let noop = || -> informer::Handler<Node> { Box::new(|_, _| {}) };
-    let nodes = ctx.informers.watch::<Node>(noop(), &shutdown).await;
+    let updates = Queue::default();
+    let nodes = ctx
+        .informers
+        .watch::<Node>(informer::enqueue_key(updates.clone()), &shutdown)
+        .await;
     let pods = ctx
         .informers
         .watch::<Pod>(Box::new(|_, _| {}), &shutdown)
@@ -492,13 +505,31 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
         tainted_since: HashMap::new(),
         grace,
     };
-    loop {
-        monitor.tick().await;
-        tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            () = tokio::time::sleep(period) => {}
+    let (ctx, c, store) = (
+        monitor.ctx.clone(),
+        monitor.ctx.clone(),
+        monitor.nodes.clone(),
+    );
+    let workers = run_workers(&ctx, &updates, TAINT_WORKERS, &shutdown, move |key| {
+        let (c, store) = (c.clone(), store.clone());
+        async move {
+            if let Some(node) = informer::get(&store, &key) {
+                sync_taints(&c.client, &node, Timestamp::now()).await?;
+            }
+            Ok(None)
         }
-    }
+    });
+    let monitor = async {
+        loop {
+            monitor.tick().await;
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(period) => {}
+            }
+        }
+    };
+    tokio::join!(workers, monitor);
+    Ok(())
 }
 
 #[cfg(test)]
