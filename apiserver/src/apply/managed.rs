@@ -163,12 +163,18 @@ pub fn record_update(
         owned_part_in(new, subresource),
     );
     let changed = merge::changed(&old_part, &new_part, ty);
-    let existing = merge::existing(&new_part, ty);
+    // Status entries and the others own disjoint parts: a write checks the part it sees.
+    let sees = |e: &Entry| (subresource == "status") == (e.subresource == "status");
+    // The fields `new` still has; only needed when some entry is checked against them
+    // (never on a create).
+    let existing = list
+        .iter()
+        .any(sees)
+        .then(|| merge::existing(&new_part, ty));
     for e in &mut list {
         e.fields = e.fields.difference(&changed);
-        // Status entries and the others own disjoint parts: a write checks the part it sees.
-        if (subresource == "status") == (e.subresource == "status") {
-            e.fields = e.fields.intersection(&existing);
+        if let Some(existing) = existing.as_ref().filter(|_| sees(e)) {
+            e.fields = e.fields.intersection(existing);
         }
     }
     if !changed.is_empty() {

@@ -69,6 +69,43 @@ pub struct Authenticator {
     issuer: String,
     audiences: Vec<String>,
     storage: Option<Storage>,
+    verified: Verified,
+}
+
+/// Claims of tokens whose signature was already checked, for [`VERIFIED_TTL`]: a signature
+/// check (ECDSA or RSA) costs far more than the request it guards, and a controller sends
+/// the same token thousands of times. Only the signature is remembered (the key set never
+/// changes while the server runs); issuer, expiry, audiences and the service account's
+/// existence are checked on every request. Upstream caches whole token authentications
+/// for 10 s (`--token-success-cache-ttl`'s default).
+#[derive(Default)]
+struct Verified(std::sync::Mutex<HashMap<String, (Value, std::time::Instant)>>);
+
+/// How long a checked signature is remembered.
+const VERIFIED_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+/// Tokens remembered at most (the map is emptied when full).
+const VERIFIED_MAX: usize = 4096;
+
+impl Verified {
+    fn verify(&self, token: &str, keys: &[jwt::PublicKey]) -> Result<Value, String> {
+        let lock = || {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some((claims, at)) = lock().get(token)
+            && at.elapsed() < VERIFIED_TTL
+        {
+            return Ok(claims.clone());
+        }
+        let claims = jwt::verify(token, keys)?;
+        let mut map = lock();
+        if map.len() >= VERIFIED_MAX {
+            map.clear();
+        }
+        map.insert(token.to_owned(), (claims.clone(), std::time::Instant::now()));
+        Ok(claims)
+    }
 }
 
 /// What a bearer token authenticated as.
@@ -132,6 +169,7 @@ impl Authenticator {
             issuer: cfg.service_account_issuer.clone(),
             audiences,
             storage,
+            verified: Verified::default(),
         })
     }
 
@@ -189,7 +227,7 @@ impl Authenticator {
         token: &str,
         audiences: &[String],
     ) -> Result<TokenUser, String> {
-        let claims = jwt::verify(token, &self.keys)?;
+        let claims = self.verified.verify(token, &self.keys)?;
         let s = |v: &Value, f: &str| v.get(f).and_then(Value::as_str).map(str::to_owned);
         if s(&claims, "iss").as_deref() != Some(self.issuer.as_str()) {
             return Err("token issuer is not trusted".into());

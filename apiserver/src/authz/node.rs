@@ -437,6 +437,28 @@ fn followed(key: &[u8]) -> bool {
         .any(|p| key.starts_with(p.as_bytes()))
 }
 
+/// Decodes a followed object: for pods only `metadata.name` and `spec` (all the graph
+/// reads), skipping status and managed fields — every pod write passes through here.
+fn decode_followed(key: &[u8], bytes: &[u8]) -> Option<Value> {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(default)]
+        name: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct PodView {
+        metadata: Option<Meta>,
+        #[serde(default)]
+        spec: Option<Value>,
+    }
+    if !key.starts_with(PODS.as_bytes()) {
+        return serde_json::from_slice(bytes).ok();
+    }
+    let pod: PodView = serde_json::from_slice(bytes).ok()?;
+    let name = pod.metadata.and_then(|m| m.name);
+    Some(serde_json::json!({"metadata": {"name": name}, "spec": pod.spec}))
+}
+
 fn load(storage: &Storage, graph: &Graph) -> i64 {
     let mut state = State::default();
     let mut revision = 0;
@@ -444,7 +466,7 @@ fn load(storage: &Storage, graph: &Graph) -> i64 {
         let (items, rev) = storage.shared_list(prefix);
         revision = rev;
         for item in items {
-            let value: Option<Value> = serde_json::from_slice(&item.value).ok();
+            let value = decode_followed(&item.key, &item.value);
             graph.apply(
                 &mut state,
                 &String::from_utf8_lossy(&item.key),
@@ -469,8 +491,7 @@ async fn feed(storage: Storage, graph: Arc<Graph>) {
                 if !relevant.is_empty() {
                     let mut state = graph.state.write().unwrap_or_else(PoisonError::into_inner);
                     for c in relevant {
-                        let value: Option<Value> =
-                            c.value.and_then(|v| serde_json::from_slice(&v).ok());
+                        let value = c.value.and_then(|v| decode_followed(&c.key, &v));
                         graph.apply(&mut state, &String::from_utf8_lossy(&c.key), value.as_ref());
                     }
                 }
