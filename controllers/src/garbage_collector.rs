@@ -118,7 +118,7 @@ impl Shared {
     }
 
     /// Applies a watch event to the graph and queues the work it implies.
-    fn observe(&self, resource: usize, ev: &Event<DynamicObject>) {
+    fn observe(&self, resource: usize, ev: &Event<Observed>) {
         let (obj, deleted) = match ev {
             Event::Apply(o) | Event::InitApply(o) => (o, false),
             Event::Delete(o) => (o, true),
@@ -230,9 +230,51 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What the graph reads of a watched object: its metadata. Watch events decode into this
+/// rather than a `DynamicObject` (whose flattened fields buffer the whole object, then build
+/// it as a JSON tree): spec and status are skipped unparsed. Pods pass here on every write.
+#[derive(Clone, Debug, serde::Deserialize)]
+struct Observed {
+    #[serde(default)]
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+}
+
+impl kube::Resource for Observed {
+    type DynamicType = ApiResource;
+    type Scope = kube::core::DynamicResourceScope;
+
+    fn group(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn kind(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &mut self.metadata
+    }
+}
+
 fn spawn_monitor(s: Arc<Shared>, idx: usize, ar: ApiResource, token: CancellationToken) {
     tokio::spawn(async move {
-        let api: Api<DynamicObject> = Api::all_with(s.ctx.client.clone(), &ar);
+        let api: Api<Observed> = Api::all_with(s.ctx.client.clone(), &ar);
         let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
         futures_util::pin_mut!(stream);
         // Uids seen by the current (re-)list: objects of this resource missing from it were

@@ -103,7 +103,10 @@ impl Verified {
         if map.len() >= VERIFIED_MAX {
             map.clear();
         }
-        map.insert(token.to_owned(), (claims.clone(), std::time::Instant::now()));
+        map.insert(
+            token.to_owned(),
+            (claims.clone(), std::time::Instant::now()),
+        );
         Ok(claims)
     }
 }

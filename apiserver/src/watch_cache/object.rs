@@ -75,6 +75,97 @@ struct MetaIn {
     resource_version: Option<serde::de::IgnoredAny>,
 }
 
+/// Decodes only the subtrees at dotted `paths` of the JSON object in `raw` (what the
+/// selectable fields read), skipping the rest unparsed into values: a pod's spec, status
+/// and managed fields are not built into a tree on every write just to read
+/// `spec.nodeName` and `status.phase`.
+fn pruned(raw: &[u8], paths: &[&str]) -> Option<Map<String, Value>> {
+    use serde::de::DeserializeSeed as _;
+    let mut de = serde_json::Deserializer::from_slice(raw);
+    match Prune(paths.to_vec()).deserialize(&mut de).ok()? {
+        Value::Object(m) => Some(m),
+        _ => None,
+    }
+}
+
+/// The paths still wanted below the current value ("" = all of it).
+struct Prune<'a>(Vec<&'a str>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Prune<'_> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        if self.0.iter().any(|p| p.is_empty()) {
+            return Value::deserialize(d);
+        }
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Prune<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let below: Vec<&str> = self
+                .0
+                .iter()
+                .filter_map(|p| match p.strip_prefix(key.as_ref()) {
+                    Some("") => Some(""),
+                    Some(rest) => rest.strip_prefix('.'),
+                    None => None,
+                })
+                .collect();
+            if below.is_empty() {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            } else {
+                let v = map.next_value_seed(Prune(below))?;
+                out.insert(key.into_owned(), v);
+            }
+        }
+        Ok(Value::Object(out))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        // Field selectors do not index into lists.
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Value::Null)
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+}
+
 impl CachedObject {
     /// Reads a stored object written at `revision`; `fields` are the resource's selectable
     /// fields beyond name and namespace. `None` when the bytes are not a JSON object.
@@ -98,7 +189,7 @@ impl CachedObject {
         let extra = if fields.is_empty() {
             Box::default()
         } else {
-            let obj: Map<String, Value> = serde_json::from_slice(&raw).ok()?;
+            let obj = pruned(&raw, fields)?;
             fields
                 .iter()
                 .map(|f| (*f, crate::selector::field_value(&obj, f).into_boxed_str()))
@@ -274,6 +365,32 @@ mod tests {
 
     fn cached(v: &Value, rev: i64) -> CachedObject {
         CachedObject::decode(Bytes::from(v.to_string()), rev, &["spec.nodeName"]).unwrap()
+    }
+
+    #[test]
+    fn pruned_keeps_only_the_selected_paths() {
+        let v = json!({"spec": {"nodeName": "n1", "containers": [{"name": "c"}],
+            "hostNetwork": true, "priority": 7}, "status": {"phase": "Running",
+            "conditions": [{"type": "Ready"}]}, "metadata": {"name": "p",
+            "managedFields": [{"manager": "m"}]}, "spex": {"nodeName": "no"}});
+        let got = pruned(
+            v.to_string().as_bytes(),
+            &[
+                "spec.nodeName",
+                "spec.hostNetwork",
+                "spec.priority",
+                "status.phase",
+                "spec.x.y",
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            Value::Object(got),
+            json!({"spec": {"nodeName": "n1", "hostNetwork": true, "priority": 7},
+                "status": {"phase": "Running"}})
+        );
+        assert!(pruned(b"[1]", &["a"]).is_none());
+        assert!(pruned(b"{", &["a"]).is_none());
     }
 
     #[test]
