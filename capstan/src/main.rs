@@ -1,21 +1,22 @@
 //! `capstan`: the one binary. It parses flags and runs the component crates; nothing else
 //! lives here.
 
-/// The global allocator: mimalloc. The API server, controllers, scheduler and simulated
-/// kubelets allocate and free small objects (JSON values, label maps, strings) at a high
-/// rate across threads; glibc's malloc spent about a quarter of the CPU of a 10,000-pod
-/// rollout (`make bench-controllers`) in malloc/free and their consolidation.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-mod member;
 use tokio_util::sync::CancellationToken;
+
+mod member;
+
+/// The global allocator: mimalloc. The API server, controllers, scheduler and simulated
+/// kubelets allocate and free small objects (JSON values, label maps, strings) at a high
+/// rate across threads; glibc's malloc spent about a quarter of the CPU of a 10,000-pod
+/// rollout (`make bench-controllers`) in malloc/free and their consolidation.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Capstan: a Kubernetes control plane in one binary.
 #[derive(Parser)]
