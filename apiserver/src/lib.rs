@@ -19,6 +19,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod encryption;
 pub mod error;
+pub mod flow_control;
 pub mod fuzz;
 pub mod handlers;
 pub mod metrics;

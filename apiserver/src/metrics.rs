@@ -1,21 +1,19 @@
-//! Prometheus metrics with upstream's names, and the in-flight request limits
-//! (`--max-requests-inflight` / `--max-mutating-requests-inflight`), both as tier-1 layers.
+//! Prometheus metrics with upstream's names, as a tier-1 layer. The concurrency limit that
+//! feeds the in-flight and in-queue gauges is `flow_control`'s.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::Request;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use tokio::sync::Semaphore;
 
-use crate::error::ApiError;
 use crate::request_info::RequestInfo;
 
 /// Labels of `apiserver_request_total`.
@@ -43,10 +41,11 @@ struct DurationLabels {
     component: String,
 }
 
-/// Labels of `apiserver_current_inflight_requests`.
+/// Labels of `apiserver_current_inflight_requests` and `apiserver_current_inqueue_requests`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct KindLabel {
-    request_kind: String,
+pub struct KindLabel {
+    /// `mutating` or `readOnly`.
+    pub request_kind: String,
 }
 
 fn duration_histogram() -> Histogram {
@@ -57,24 +56,32 @@ fn duration_histogram() -> Histogram {
     ])
 }
 
-/// The API server's metrics and in-flight limits.
+/// The API server's metrics.
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     durations: Family<DurationLabels, Histogram, fn() -> Histogram>,
-    inflight: Family<KindLabel, Gauge>,
-    readonly_slots: Arc<Semaphore>,
-    mutating_slots: Arc<Semaphore>,
+    /// Requests being served, by kind (kept by `flow_control`).
+    pub(crate) inflight: Family<KindLabel, Gauge>,
+    /// Requests waiting for a seat, by kind (kept by `flow_control`).
+    pub(crate) inqueue: Family<KindLabel, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Metrics {
-    /// Metrics with upstream's default limits (400 read-only, 200 mutating in flight).
-    pub fn new(max_readonly: usize, max_mutating: usize) -> Self {
+    /// Every metric registered, all at zero.
+    pub fn new() -> Self {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let durations: Family<DurationLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(duration_histogram);
         let inflight = Family::<KindLabel, Gauge>::default();
+        let inqueue = Family::<KindLabel, Gauge>::default();
         registry.register(
             "apiserver_request",
             "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code",
@@ -90,13 +97,17 @@ impl Metrics {
             "Maximal number of currently used inflight request limit of this apiserver per request kind in last second",
             inflight.clone(),
         );
+        registry.register(
+            "apiserver_current_inqueue_requests",
+            "Maximal number of queued requests in this apiserver per request kind in last second",
+            inqueue.clone(),
+        );
         Metrics {
             registry,
             requests,
             durations,
             inflight,
-            readonly_slots: Arc::new(Semaphore::new(max_readonly)),
-            mutating_slots: Arc::new(Semaphore::new(max_mutating)),
+            inqueue,
         }
     }
 
@@ -129,48 +140,15 @@ fn scope(info: &RequestInfo) -> String {
     }
 }
 
-/// Middleware: applies the in-flight limits (watches are long-running and exempt, as
-/// upstream) and records the request metrics.
+/// Middleware: records each request's count and latency.
 pub async fn layer(metrics: Arc<Metrics>, req: Request, next: Next) -> Response {
     let info = req
         .extensions()
         .get::<RequestInfo>()
         .cloned()
         .unwrap_or_default();
-    let mutating = matches!(
-        info.verb.as_str(),
-        "create" | "update" | "patch" | "delete" | "deletecollection"
-    );
-    let long_running = info.verb == "watch";
-    let kind = if mutating { "mutating" } else { "readOnly" };
-    let permit = if long_running {
-        None
-    } else {
-        let slots = if mutating {
-            &metrics.mutating_slots
-        } else {
-            &metrics.readonly_slots
-        };
-        match Arc::clone(slots).try_acquire_owned() {
-            Ok(p) => Some(p),
-            Err(_) => return ApiError::TooManyRequests.into_response(),
-        }
-    };
-    let gauge = metrics
-        .inflight
-        .get_or_create(&KindLabel {
-            request_kind: kind.into(),
-        })
-        .clone();
-    if permit.is_some() {
-        gauge.inc();
-    }
     let started = Instant::now();
     let resp = next.run(req).await;
-    if permit.is_some() {
-        gauge.dec();
-    }
-    drop(permit);
     let (group, version, resource, subresource) = if info.is_resource {
         (
             info.group.clone(),
@@ -217,7 +195,7 @@ mod tests {
 
     #[test]
     fn exposition_uses_upstream_names() {
-        let m = Metrics::new(4, 2);
+        let m = Metrics::new();
         let info = RequestInfo::parse(&Method::GET, "/api/v1/namespaces/default/pods", None);
         m.requests
             .get_or_create(&RequestLabels {

@@ -287,9 +287,10 @@ async fn apis_root(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> Response 
 /// kube-apiserver keeps; above it HTTP/1.1 requests get 431.
 const MAX_HEADER_BYTES: usize = 1 << 20;
 
-/// Upstream's default `--max-requests-inflight`.
+/// Upstream's default `--max-requests-inflight`; with the mutating one, the server's seats.
 pub const MAX_READONLY_INFLIGHT: usize = 400;
-/// Upstream's default `--max-mutating-requests-inflight`.
+/// Upstream's default `--max-mutating-requests-inflight`; summed with the read-only one
+/// (API Priority and Fairness, upstream's default, keeps no separate mutating limit).
 pub const MAX_MUTATING_INFLIGHT: usize = 200;
 
 /// OpenAPI documents, built once in the background at start-up (they take a few hundred
@@ -340,13 +341,14 @@ async fn openapi(api: LazyOpenApi, req: Request) -> Response {
 }
 
 /// The router with the tier-1 pipeline: request info → audit ID → authentication → audit →
-/// impersonation → in-flight limits and metrics → authorization (`auditor`: `None` when
+/// impersonation → metrics → flow control (seats, queue, 429) → authorization (`auditor`: `None` when
 /// auditing is off).
 pub fn router(
     ctx: Arc<Ctx>,
     authorizer: Arc<dyn Authorizer>,
     authn: Arc<crate::authn::Authenticator>,
     metrics: Arc<Metrics>,
+    flow_control: Arc<crate::flow_control::FlowControl>,
     auditor: Option<Arc<crate::audit::Auditor>>,
 ) -> Router {
     let exposition = Arc::clone(&metrics);
@@ -418,6 +420,9 @@ pub fn router(
             pipeline::authorize(Arc::clone(&authorizer), req, next)
         }))
         .layer(axum::middleware::from_fn(move |req, next| {
+            crate::flow_control::layer(Arc::clone(&flow_control), req, next)
+        }))
+        .layer(axum::middleware::from_fn(move |req, next| {
             crate::metrics::layer(Arc::clone(&metrics), req, next)
         }))
         .layer(axum::middleware::from_fn(move |req, next| {
@@ -449,7 +454,13 @@ pub async fn serve(
         .await
         .map_err(|source| Error::Listen { addr, source })?;
     tracing::info!(%addr, "serving the Kubernetes API over HTTPS");
-    let metrics = Arc::new(Metrics::new(MAX_READONLY_INFLIGHT, MAX_MUTATING_INFLIGHT));
+    let metrics = Arc::new(Metrics::new());
+    let flow_control = Arc::new(crate::flow_control::FlowControl::new(
+        MAX_READONLY_INFLIGHT + MAX_MUTATING_INFLIGHT,
+        crate::flow_control::MAX_QUEUED,
+        crate::flow_control::WAIT_LIMIT,
+        &metrics,
+    ));
     let authorizer = Arc::new(crate::authz::Authz::new(ctx.storage.clone()));
     let authn = crate::authn::Authenticator::new(&cfg.authn, Some(ctx.storage.clone()))
         .map_err(Error::Authn)?;
@@ -459,6 +470,7 @@ pub async fn serve(
         authorizer as Arc<dyn Authorizer>,
         Arc::new(authn),
         metrics,
+        flow_control,
         auditor,
     );
     let mut shutdown = std::pin::pin!(shutdown);
