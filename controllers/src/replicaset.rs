@@ -512,6 +512,12 @@ async fn manage_replicas<K: Replicated>(
         let name = owner.meta().name.clone().unwrap_or_default();
         let cref = pods::controller_ref(K::API_VERSION, &K::kind(&()), owner.meta());
         let pod = pods::pod_from_template(template, ns, &format!("{name}-"), cref);
+        // Serialized once for the whole burst; each answer is read for the pod's name only.
+        let body = match serde_json::to_vec(&pod) {
+            Ok(b) => b,
+            Err(e) => return Some((true, e.to_string())),
+        };
+        let request = kube::core::Request::new(api.resource_url());
         s.expectations.with(key, |e| {
             e.pending_adds += diff;
             e.at = Some(Instant::now());
@@ -529,7 +535,10 @@ async fn manage_replicas<K: Replicated>(
             let create = || async {
                 let mut tries = 0;
                 loop {
-                    match api.create(&pp, &pod).await {
+                    let req = request
+                        .create(&pp, body.clone())
+                        .map_err(kube::Error::BuildRequest)?;
+                    match s.ctx.client.request::<Created>(req).await {
                         Err(kube::Error::Api(e)) if e.code == 409 && tries < 3 => tries += 1,
                         other => return other,
                     }
@@ -540,7 +549,7 @@ async fn manage_replicas<K: Replicated>(
             for r in results {
                 match r {
                     Ok(p) => {
-                        let pname = p.metadata.name.clone().unwrap_or_default();
+                        let pname = p.metadata.name;
                         s.expectations.with(key, |e| {
                             e.pending_adds = e.pending_adds.saturating_sub(1);
                             if informer::get(&s.pods, &format!("{ns}/{pname}")).is_none() {
@@ -654,6 +663,20 @@ async fn manage_replicas<K: Replicated>(
         return error.map(|m| (false, m));
     }
     None
+}
+
+/// What the controller reads of a pod it created: the name the server generated (the rest
+/// of the answer is skipped, not decoded).
+#[derive(Deserialize)]
+struct Created {
+    metadata: CreatedMeta,
+}
+
+/// See [`Created`].
+#[derive(Deserialize)]
+struct CreatedMeta {
+    #[serde(default)]
+    name: String,
 }
 
 /// Whether a create failed because the namespace is being deleted (upstream ignores those).

@@ -461,7 +461,7 @@ async fn delete_one(
                 .storage
                 .update(
                     &key,
-                    object::encode(&registry::convert::to_storage(r, next.clone()))?,
+                    object::encode(&registry::convert::storage_form(r, &next))?,
                     current,
                 )
                 .await

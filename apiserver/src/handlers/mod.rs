@@ -861,7 +861,7 @@ async fn store_new(
     } else {
         Vec::new()
     };
-    let stored = registry::convert::to_storage(r, obj.clone());
+    let stored = registry::convert::storage_form(r, obj);
     let created = ctx.storage.create(&key, object::encode(&stored)?).await;
     if created.is_err() {
         service::release(ctx, &taken).await;
@@ -1024,7 +1024,7 @@ async fn store_update(
         .storage
         .update(
             &key,
-            object::encode(&registry::convert::to_storage(r, new.clone()))?,
+            object::encode(&registry::convert::storage_form(r, &new))?,
             expected,
         )
         .await

@@ -85,6 +85,18 @@ pub fn to_storage(r: &ResourceInfo, mut obj: Map<String, Value>) -> Map<String, 
     obj
 }
 
+/// `obj` in its stored form, borrowed when that is `obj` itself (most resources: no copy).
+pub fn storage_form<'a>(
+    r: &ResourceInfo,
+    obj: &'a Map<String, Value>,
+) -> std::borrow::Cow<'a, Map<String, Value>> {
+    if storage_resource(r).is_some() {
+        std::borrow::Cow::Owned(to_storage(r, obj.clone()))
+    } else {
+        std::borrow::Cow::Borrowed(obj)
+    }
+}
+
 /// A stored object converted to the form `r` serves.
 pub fn from_storage(r: &ResourceInfo, mut obj: Map<String, Value>) -> Map<String, Value> {
     if !is_converted(r) {

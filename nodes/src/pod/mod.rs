@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -679,7 +680,7 @@ pub(crate) async fn run(
         if reported != Some(digest) {
             let patch = json!({"metadata": {"uid": sim.uid}, "status": status});
             match api
-                .send::<Value>(
+                .send::<IgnoredAny>(
                     Some(&node.name),
                     &Call::patch(format!("{path}/status"), &patch, STRATEGIC),
                 )
@@ -712,7 +713,7 @@ pub(crate) async fn run(
                 "preconditions": {"uid": sim.uid},
             });
             match api
-                .send::<Value>(Some(&node.name), &Call::delete(path.clone(), &options))
+                .send::<IgnoredAny>(Some(&node.name), &Call::delete(path.clone(), &options))
                 .await
             {
                 Ok(_) => sim.delete_sent = true,
@@ -816,7 +817,7 @@ async fn post_events(api: FleetApi, node: String, pod: Arc<Pod>, events: Vec<Pod
             "reportingInstance": node,
         });
         if let Err(e) = api
-            .send::<Value>(Some(&node), &Call::post(path.clone(), &event))
+            .send::<IgnoredAny>(Some(&node), &Call::post(path.clone(), &event))
             .await
         {
             tracing::debug!(node = %node, pod = %name, error = %e, "event not recorded");
