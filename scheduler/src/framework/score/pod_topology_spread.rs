@@ -1,8 +1,6 @@
 //! PodTopologySpread (score): for `ScheduleAnyway` constraints, nodes in domains with fewer
 //! matching pods score higher; each constraint's count is weighted by `log(domains + 2)`.
 
-use std::collections::{HashMap, HashSet};
-
 use crate::cache::{Cache, NodeInfo, TopologyKey};
 use crate::framework::PodCtx;
 use crate::framework::filter::pod_topology_spread::{
@@ -37,24 +35,32 @@ pub fn score(ctx: &PodCtx<'_>, cache: &Cache, nodes: &[&NodeInfo]) -> Vec<i64> {
     for (c, key) in &soft {
         let hostname = matches!(key, TopologyKey::Hostname);
         let fingerprint = matching_fingerprint(ctx, c);
-        let mut counts: HashMap<&str, i64> = HashMap::new();
+        // Domains are few (zones, regions): a short list beats hashing every node's value.
+        let mut counts: Vec<(&str, i64)> = Vec::new();
         if !hostname {
             for n in &cache.nodes {
                 if !soft.iter().all(|(_, k)| k.value(n).is_some()) || !node_included(ctx, c, n) {
                     continue;
                 }
                 if let Some(v) = key.value(n) {
-                    *counts.entry(v).or_insert(0) += count_matching_memo(ctx, c, n, fingerprint);
+                    let add = count_matching_memo(ctx, c, n, fingerprint);
+                    match counts.iter_mut().find(|(d, _)| *d == v) {
+                        Some((_, cnt)) => *cnt += add,
+                        None => counts.push((v, add)),
+                    }
                 }
             }
         }
-        let domains: HashSet<&str> = nodes
+        let mut domains: Vec<&str> = nodes
             .iter()
             .zip(&ignored)
             .filter(|(_, ig)| !**ig)
             .filter_map(|(n, _)| key.value(n))
             .collect();
-        let weight = ((domains.len() + 2) as f64).ln();
+        domains.sort_unstable();
+        domains.dedup();
+        let domains = domains.len();
+        let weight = ((domains + 2) as f64).ln();
         for (i, n) in nodes.iter().enumerate() {
             if ignored[i] {
                 continue;
@@ -63,8 +69,8 @@ pub fn score(ctx: &PodCtx<'_>, cache: &Cache, nodes: &[&NodeInfo]) -> Vec<i64> {
                 count_matching_memo(ctx, c, n, fingerprint)
             } else {
                 key.value(n)
-                    .and_then(|v| counts.get(v).copied())
-                    .unwrap_or(0)
+                    .and_then(|v| counts.iter().find(|(d, _)| *d == v))
+                    .map_or(0, |(_, cnt)| *cnt)
             };
             raw[i] += cnt as f64 * weight + (c.max_skew - 1) as f64;
         }
