@@ -437,26 +437,92 @@ fn followed(key: &[u8]) -> bool {
         .any(|p| key.starts_with(p.as_bytes()))
 }
 
-/// Decodes a followed object: for pods only `metadata.name` and `spec` (all the graph
-/// reads), skipping status and managed fields — every pod write passes through here.
+/// Decodes a followed object: for pods only the fields the graph reads (`metadata.name`,
+/// the references in `spec` and `status.resourceClaimStatuses`); the rest — containers'
+/// other fields, status, managed fields — is skipped unparsed into values: every pod write
+/// passes through here.
 fn decode_followed(key: &[u8], bytes: &[u8]) -> Option<Value> {
-    #[derive(serde::Deserialize)]
+    use serde::Deserialize;
+    #[derive(Deserialize)]
     struct Meta {
         #[serde(default)]
         name: Option<String>,
     }
-    #[derive(serde::Deserialize)]
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Container {
+        #[serde(default)]
+        env_from: Option<Value>,
+        #[serde(default)]
+        env: Option<Value>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Spec {
+        #[serde(default)]
+        node_name: Option<String>,
+        #[serde(default)]
+        service_account_name: Option<String>,
+        #[serde(default)]
+        image_pull_secrets: Option<Value>,
+        #[serde(default)]
+        init_containers: Option<Vec<Container>>,
+        #[serde(default)]
+        containers: Option<Vec<Container>>,
+        #[serde(default)]
+        ephemeral_containers: Option<Vec<Container>>,
+        #[serde(default)]
+        volumes: Option<Value>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Status {
+        #[serde(default)]
+        resource_claim_statuses: Option<Value>,
+    }
+    #[derive(Deserialize)]
     struct PodView {
         metadata: Option<Meta>,
         #[serde(default)]
-        spec: Option<Value>,
+        spec: Option<Spec>,
+        #[serde(default)]
+        status: Option<Status>,
     }
     if !key.starts_with(PODS.as_bytes()) {
         return serde_json::from_slice(bytes).ok();
     }
     let pod: PodView = serde_json::from_slice(bytes).ok()?;
+    let mut out = serde_json::Map::new();
     let name = pod.metadata.and_then(|m| m.name);
-    Some(serde_json::json!({"metadata": {"name": name}, "spec": pod.spec}))
+    out.insert("metadata".into(), serde_json::json!({ "name": name }));
+    if let Some(spec) = pod.spec {
+        let containers = |list: Option<Vec<Container>>| {
+            list.map(|cs| {
+                cs.into_iter()
+                    .map(|c| serde_json::json!({"envFrom": c.env_from, "env": c.env}))
+                    .collect::<Vec<_>>()
+            })
+        };
+        out.insert(
+            "spec".into(),
+            serde_json::json!({
+                "nodeName": spec.node_name,
+                "serviceAccountName": spec.service_account_name,
+                "imagePullSecrets": spec.image_pull_secrets,
+                "initContainers": containers(spec.init_containers),
+                "containers": containers(spec.containers),
+                "ephemeralContainers": containers(spec.ephemeral_containers),
+                "volumes": spec.volumes,
+            }),
+        );
+    }
+    if let Some(status) = pod.status {
+        out.insert(
+            "status".into(),
+            serde_json::json!({"resourceClaimStatuses": status.resource_claim_statuses}),
+        );
+    }
+    Some(Value::Object(out))
 }
 
 fn load(storage: &Storage, graph: &Graph) -> i64 {
@@ -790,6 +856,43 @@ mod tests {
     use super::*;
     use http::Method;
     use serde_json::json;
+
+    #[test]
+    fn decoding_a_pod_for_the_graph_keeps_every_reference() {
+        let pod = json!({
+            "metadata": {"name": "p", "namespace": "ns", "managedFields": [{"manager": "m"}]},
+            "spec": {
+                "nodeName": "n1",
+                "serviceAccountName": "sa",
+                "imagePullSecrets": [{"name": "pull"}],
+                "initContainers": [{"name": "i", "image": "x",
+                    "envFrom": [{"configMapRef": {"name": "init-cm"}}]}],
+                "containers": [{"name": "c", "image": "x", "ports": [{"containerPort": 80}],
+                    "env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "env-s", "key": "k"}}}],
+                    "envFrom": [{"secretRef": {"name": "from-s"}}]}],
+                "ephemeralContainers": [{"name": "e", "image": "x",
+                    "env": [{"name": "B", "valueFrom": {"configMapKeyRef": {"name": "eph-cm", "key": "k"}}}]}],
+                "volumes": [
+                    {"name": "v1", "secret": {"secretName": "vol-s"}},
+                    {"name": "v2", "projected": {"sources": [{"configMap": {"name": "proj-cm"}}]}},
+                    {"name": "v3", "persistentVolumeClaim": {"claimName": "data"}},
+                    {"name": "v4", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+                ],
+            },
+            "status": {"phase": "Running", "resourceClaimStatuses": [{"name": "r", "resourceClaimName": "claim-1"}]},
+        });
+        let bytes = serde_json::to_vec(&pod).unwrap_or_default();
+        let key = format!("{PODS}ns/p");
+        let decoded = decode_followed(key.as_bytes(), &bytes);
+        let decoded = decoded.as_ref().unwrap_or(&Value::Null);
+        let mut full = collect_refs(&pod);
+        let mut kept = collect_refs(decoded);
+        full.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+        kept.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+        assert_eq!(full.len(), 11, "{full:?}");
+        assert_eq!(kept, full);
+        assert_eq!(str_at(decoded, &["spec", "nodeName"]), "n1");
+    }
 
     fn node_user(name: &str) -> UserInfo {
         UserInfo {
