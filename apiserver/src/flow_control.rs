@@ -4,7 +4,8 @@
 //! for the requests that find no free seat — so a brief burst waits instead of failing —
 //! and 429 TooManyRequests (`Retry-After: 1`) only when the queue is full or a request has
 //! waited [`WAIT_LIMIT`]. Members of `system:masters` are exempt, as upstream's `exempt`
-//! priority level. One priority level, no per-flow fairness: the FlowSchema API is not served.
+//! priority level. One priority level, no per-flow fairness: FlowSchema objects are stored but
+//! not consulted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
