@@ -37,8 +37,21 @@ pub struct FlowControl {
     queued: AtomicUsize,
     max_queued: usize,
     wait_limit: Duration,
-    inflight: Family<KindLabel, Gauge>,
-    inqueue: Family<KindLabel, Gauge>,
+    /// In-flight gauges: [read-only, mutating].
+    inflight: [Gauge; 2],
+    /// In-queue gauges: [read-only, mutating].
+    inqueue: [Gauge; 2],
+}
+
+/// The gauges of `family` for read-only and mutating requests, in that order.
+fn by_kind(family: &Family<KindLabel, Gauge>) -> [Gauge; 2] {
+    ["readOnly", "mutating"].map(|k| {
+        family
+            .get_or_create(&KindLabel {
+                request_kind: k.into(),
+            })
+            .clone()
+    })
 }
 
 impl FlowControl {
@@ -50,8 +63,8 @@ impl FlowControl {
             queued: AtomicUsize::new(0),
             max_queued,
             wait_limit,
-            inflight: metrics.inflight.clone(),
-            inqueue: metrics.inqueue.clone(),
+            inflight: by_kind(&metrics.inflight),
+            inqueue: by_kind(&metrics.inqueue),
         }
     }
 }
@@ -102,9 +115,7 @@ pub async fn layer(fc: Arc<FlowControl>, req: Request, next: Next) -> Response {
     if long_running || exempt {
         return next.run(req).await;
     }
-    let kind = KindLabel {
-        request_kind: if mutating { "mutating" } else { "readOnly" }.into(),
-    };
+    let kind = usize::from(mutating);
     let permit = match Arc::clone(&fc.seats).try_acquire_owned() {
         Ok(p) => p,
         Err(_) => {
@@ -113,14 +124,14 @@ pub async fn layer(fc: Arc<FlowControl>, req: Request, next: Next) -> Response {
                 return ApiError::TooManyRequests.into_response();
             }
             let _waiting = Waiting(&fc.queued);
-            let _queued = Held::new(fc.inqueue.get_or_create(&kind).clone());
+            let _queued = Held::new(fc.inqueue[kind].clone());
             match tokio::time::timeout(fc.wait_limit, Arc::clone(&fc.seats).acquire_owned()).await {
                 Ok(Ok(p)) => p,
                 _ => return ApiError::TooManyRequests.into_response(),
             }
         }
     };
-    let _inflight = Held::new(fc.inflight.get_or_create(&kind).clone());
+    let _inflight = Held::new(fc.inflight[kind].clone());
     let resp = next.run(req).await;
     drop(permit);
     resp
@@ -158,6 +169,44 @@ mod tests {
             ))
     }
 
+    /// A limiter with `seats` and `max_queued` in front of [`app`], whose handlers wait
+    /// for permits of the returned semaphore.
+    fn setup(
+        seats: usize,
+        max_queued: usize,
+        wait_limit: Duration,
+    ) -> (Metrics, Arc<FlowControl>, Arc<Semaphore>, Router) {
+        let metrics = Metrics::new();
+        let fc = Arc::new(FlowControl::new(seats, max_queued, wait_limit, &metrics));
+        let release = Arc::new(Semaphore::new(0));
+        let app = app(Arc::clone(&fc), Arc::clone(&release));
+        (metrics, fc, release, app)
+    }
+
+    /// Yields until `done` holds.
+    async fn until(done: impl Fn() -> bool) {
+        while !done() {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Sends one request.
+    async fn call(app: &Router) -> http::Response<axum::body::Body> {
+        app.clone()
+            .oneshot(get_pods())
+            .await
+            .unwrap_or_else(|e| match e {})
+    }
+
+    /// The status of a spawned [`call`].
+    async fn status(
+        h: tokio::task::JoinHandle<http::Response<axum::body::Body>>,
+    ) -> http::StatusCode {
+        h.await
+            .map(|r| r.status())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     fn get_pods() -> Request {
         Request::builder()
             .uri("/api/v1/namespaces/default/pods")
@@ -167,17 +216,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_burst_past_the_seats_waits_instead_of_failing() {
-        let metrics = Metrics::new();
-        let fc = Arc::new(FlowControl::new(2, 10, Duration::from_secs(60), &metrics));
-        let release = Arc::new(Semaphore::new(0));
-        let app = app(Arc::clone(&fc), Arc::clone(&release));
+        let (metrics, fc, release, app) = setup(2, 10, Duration::from_secs(60));
         let calls: Vec<_> = (0..5)
-            .map(|_| tokio::spawn(app.clone().oneshot(get_pods())))
+            .map(|_| {
+                let app = app.clone();
+                tokio::spawn(async move { call(&app).await })
+            })
             .collect();
         // Two are served, three wait.
-        while fc.queued.load(Ordering::Acquire) < 3 {
-            tokio::task::yield_now().await;
-        }
+        until(|| fc.queued.load(Ordering::Acquire) == 3).await;
         assert!(
             metrics
                 .render()
@@ -185,34 +232,21 @@ mod tests {
         );
         release.add_permits(5);
         for c in calls {
-            let resp = c
-                .await
-                .unwrap_or_else(|e| panic!("{e}"))
-                .unwrap_or_else(|e| match e {});
-            assert_eq!(resp.status(), http::StatusCode::OK);
+            assert_eq!(status(c).await, http::StatusCode::OK);
         }
         assert_eq!(fc.queued.load(Ordering::Acquire), 0);
     }
 
     #[tokio::test]
     async fn a_full_queue_answers_429_with_retry_after() {
-        let metrics = Metrics::new();
-        let fc = Arc::new(FlowControl::new(1, 1, Duration::from_secs(60), &metrics));
-        let release = Arc::new(Semaphore::new(0));
-        let app = app(Arc::clone(&fc), Arc::clone(&release));
-        let served = tokio::spawn(app.clone().oneshot(get_pods()));
-        while fc.seats.available_permits() > 0 {
-            tokio::task::yield_now().await;
-        }
-        let queued = tokio::spawn(app.clone().oneshot(get_pods()));
-        while fc.queued.load(Ordering::Acquire) < 1 {
-            tokio::task::yield_now().await;
-        }
-        let resp = app
-            .clone()
-            .oneshot(get_pods())
-            .await
-            .unwrap_or_else(|e| match e {});
+        let (_metrics, fc, release, app) = setup(1, 1, Duration::from_secs(60));
+        let a = app.clone();
+        let served = tokio::spawn(async move { call(&a).await });
+        until(|| fc.seats.available_permits() == 0).await;
+        let a = app.clone();
+        let queued = tokio::spawn(async move { call(&a).await });
+        until(|| fc.queued.load(Ordering::Acquire) == 1).await;
+        let resp = call(&app).await;
         assert_eq!(resp.status(), http::StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(
             resp.headers()
@@ -221,32 +255,21 @@ mod tests {
             Some(&b"1"[..])
         );
         release.add_permits(2);
-        for c in [served, queued] {
-            let resp = c
-                .await
-                .unwrap_or_else(|e| panic!("{e}"))
-                .unwrap_or_else(|e| match e {});
-            assert_eq!(resp.status(), http::StatusCode::OK);
-        }
+        assert_eq!(status(served).await, http::StatusCode::OK);
+        assert_eq!(status(queued).await, http::StatusCode::OK);
     }
 
     #[tokio::test]
     async fn a_request_waits_at_most_the_wait_limit() {
-        let metrics = Metrics::new();
         // The seat is never released: the second request can only end by its wait limit.
-        let fc = Arc::new(FlowControl::new(1, 10, Duration::from_millis(50), &metrics));
-        let release = Arc::new(Semaphore::new(0));
-        let app = app(Arc::clone(&fc), Arc::clone(&release));
-        let _served = tokio::spawn(app.clone().oneshot(get_pods()));
-        while fc.seats.available_permits() > 0 {
-            tokio::task::yield_now().await;
-        }
-        let resp = app
-            .clone()
-            .oneshot(get_pods())
-            .await
-            .unwrap_or_else(|e| match e {});
-        assert_eq!(resp.status(), http::StatusCode::TOO_MANY_REQUESTS);
+        let (_metrics, fc, _release, app) = setup(1, 10, Duration::from_millis(50));
+        let a = app.clone();
+        let _served = tokio::spawn(async move { call(&a).await });
+        until(|| fc.seats.available_permits() == 0).await;
+        assert_eq!(
+            call(&app).await.status(),
+            http::StatusCode::TOO_MANY_REQUESTS
+        );
         assert_eq!(fc.queued.load(Ordering::Acquire), 0);
     }
 }
