@@ -51,15 +51,20 @@ pub fn score(ctx: &PodCtx<'_>, cache: &Cache, nodes: &[&NodeInfo]) -> Vec<i64> {
                 }
             }
         }
-        let mut domains: Vec<&str> = nodes
-            .iter()
-            .zip(&ignored)
-            .filter(|(_, ig)| !**ig)
-            .filter_map(|(n, _)| key.value(n))
-            .collect();
-        domains.sort_unstable();
-        domains.dedup();
-        let domains = domains.len();
+        // Upstream takes every considered node as its own hostname domain (no dedup).
+        let domains = if hostname {
+            ignored.iter().filter(|ig| !**ig).count()
+        } else {
+            let mut values: Vec<&str> = nodes
+                .iter()
+                .zip(&ignored)
+                .filter(|(_, ig)| !**ig)
+                .filter_map(|(n, _)| key.value(n))
+                .collect();
+            values.sort_unstable();
+            values.dedup();
+            values.len()
+        };
         let weight = ((domains + 2) as f64).ln();
         for (i, n) in nodes.iter().enumerate() {
             if ignored[i] {
