@@ -65,7 +65,7 @@ pub fn decode(
     let input = Value::Object(obj);
     let output = rt(&input).map_err(|e| e.to_string())?;
     let mut unknown = Vec::new();
-    diff(&input, &output, "", &mut unknown);
+    diff(&input, &output, &mut unknown);
     match output {
         Value::Object(object) => Ok(Decoded { object, unknown }),
         _ => Err("decoded object is not a JSON object".into()),
@@ -73,33 +73,70 @@ pub fn decode(
 }
 
 /// Collects paths present in `input` but absent from `output`. Nulls count as absent on
-/// both sides (an explicit null is the same as an unset field).
-fn diff(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
+/// both sides (an explicit null is the same as an unset field). The path is kept as a stack
+/// of segments and only spelled out for an unknown field (most objects have none).
+fn diff(input: &Value, output: &Value, out: &mut Vec<String>) {
+    diff_at(input, output, &mut Vec::new(), out);
+}
+
+/// One step of a path: a field name or a list index.
+enum Seg<'a> {
+    Field(&'a str),
+    Index(usize),
+}
+
+fn diff_at<'a>(input: &'a Value, output: &Value, path: &mut Vec<Seg<'a>>, out: &mut Vec<String>) {
     match (input, output) {
         (Value::Object(i), Value::Object(o)) => {
             for (k, v) in i {
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
                 match o.get(k) {
-                    Some(ov) => diff(v, ov, &p, out),
+                    Some(ov) => {
+                        path.push(Seg::Field(k));
+                        diff_at(v, ov, path, out);
+                        path.pop();
+                    }
                     None if v.is_null() => {}
                     // Empty objects/arrays may be dropped by the type's serializer without
                     // being unknown; only report fields the type could not have kept.
                     None if is_empty(v) => {}
-                    None => out.push(p),
+                    None => {
+                        path.push(Seg::Field(k));
+                        out.push(spell(path));
+                        path.pop();
+                    }
                 }
             }
         }
         (Value::Array(i), Value::Array(o)) => {
             for (idx, (iv, ov)) in i.iter().zip(o.iter()).enumerate() {
-                diff(iv, ov, &format!("{path}[{idx}]"), out);
+                path.push(Seg::Index(idx));
+                diff_at(iv, ov, path, out);
+                path.pop();
             }
         }
         _ => {}
     }
+}
+
+/// `spec.containers[0].foo`.
+fn spell(path: &[Seg<'_>]) -> String {
+    let mut s = String::new();
+    for seg in path {
+        match seg {
+            Seg::Field(f) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(f);
+            }
+            Seg::Index(i) => {
+                s.push('[');
+                s.push_str(&i.to_string());
+                s.push(']');
+            }
+        }
+    }
+    s
 }
 
 fn is_empty(v: &Value) -> bool {
