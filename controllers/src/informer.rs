@@ -24,11 +24,68 @@ use tokio_util::sync::CancellationToken;
 /// An event handler: (old, new).
 pub(crate) type Handler<K> = Box<dyn Fn(Option<&K>, Option<&K>) + Send + Sync>;
 
+/// A kind the informers watch, with the form its watch events are decoded in: the kind
+/// itself, or a leaner reading of it that converts into it (pods, without managed fields:
+/// [`crate::lean`]).
+pub(crate) trait Watched:
+    Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+where
+    Self::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    /// What a watch event's object is decoded as.
+    type Wire: Resource<DynamicType = Self::DynamicType>
+        + Into<Self>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static;
+}
+
+/// Kinds decoded as themselves.
+macro_rules! watched_as_is {
+    ($($ty:ty),* $(,)?) => {
+        $(impl Watched for $ty { type Wire = $ty; })*
+    };
+}
+
+watched_as_is!(
+    k8s_openapi::api::apps::v1::ControllerRevision,
+    k8s_openapi::api::apps::v1::DaemonSet,
+    k8s_openapi::api::apps::v1::Deployment,
+    k8s_openapi::api::apps::v1::ReplicaSet,
+    k8s_openapi::api::apps::v1::StatefulSet,
+    k8s_openapi::api::batch::v1::CronJob,
+    k8s_openapi::api::batch::v1::Job,
+    k8s_openapi::api::coordination::v1::Lease,
+    k8s_openapi::api::core::v1::ConfigMap,
+    k8s_openapi::api::core::v1::Endpoints,
+    k8s_openapi::api::core::v1::Namespace,
+    k8s_openapi::api::core::v1::Node,
+    k8s_openapi::api::core::v1::PersistentVolumeClaim,
+    k8s_openapi::api::core::v1::ReplicationController,
+    k8s_openapi::api::core::v1::ResourceQuota,
+    k8s_openapi::api::core::v1::Service,
+    k8s_openapi::api::core::v1::ServiceAccount,
+    k8s_openapi::api::discovery::v1::EndpointSlice,
+    k8s_openapi::api::policy::v1::PodDisruptionBudget,
+    k8s_openapi::api::rbac::v1::ClusterRole,
+);
+
+impl Watched for k8s_openapi::api::core::v1::Pod {
+    type Wire = crate::lean::LeanPod;
+}
+
 /// Starts watching `api` into a store of its own, calling `handler` for each change, until
 /// `shutdown`. Await `store.wait_until_ready()` (one waiter) before trusting the store.
-pub(crate) fn spawn<K>(api: Api<K>, handler: Handler<K>, shutdown: &CancellationToken) -> Store<K>
+pub(crate) fn spawn<K>(
+    api: Api<K::Wire>,
+    handler: Handler<K>,
+    shutdown: &CancellationToken,
+) -> Store<K>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Watched,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let informer = Shared::start(api, shutdown.clone());
@@ -85,7 +142,7 @@ impl Informers {
     /// `until` is cancelled).
     pub(crate) async fn watch<K>(&self, handler: Handler<K>, until: &CancellationToken) -> Store<K>
     where
-        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Watched,
         K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
     {
         let shared = {
@@ -99,7 +156,7 @@ impl Informers {
         let Ok(shared) = shared else {
             // Unreachable: the map is keyed by the type it holds. Fall back to a private
             // informer rather than fail.
-            return spawn(Api::<K>::all(self.client.clone()), handler, until);
+            return spawn(Api::<K::Wire>::all(self.client.clone()), handler, until);
         };
         shared.register(handler, until);
         let mut ready = shared.ready.clone();
@@ -113,20 +170,23 @@ impl Informers {
     /// Starts the watch of every `K`.
     fn start<K>(&self) -> Shared<K>
     where
-        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Watched,
         K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
     {
-        Shared::start(Api::<K>::all(self.client.clone()), self.shutdown.clone())
+        Shared::start(
+            Api::<K::Wire>::all(self.client.clone()),
+            self.shutdown.clone(),
+        )
     }
 }
 
 impl<K> Shared<K>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Watched,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     /// Starts watching `api` until `shutdown`; handlers are registered afterwards.
-    fn start(api: Api<K>, shutdown: CancellationToken) -> Self {
+    fn start(api: Api<K::Wire>, shutdown: CancellationToken) -> Self {
         let (store, mut writer) = reflector::store::<K>();
         let dispatch = Arc::new(Mutex::new(Dispatch {
             handlers: Vec::new(),
@@ -143,8 +203,12 @@ where
                     ev = stream.next() => ev,
                 };
                 let Some(ev) = ev else { return };
-                let ev = match ev {
-                    Ok(ev) => ev,
+                let ev: Event<K> = match ev {
+                    Ok(Event::Apply(o)) => Event::Apply(o.into()),
+                    Ok(Event::InitApply(o)) => Event::InitApply(o.into()),
+                    Ok(Event::Delete(o)) => Event::Delete(o.into()),
+                    Ok(Event::Init) => Event::Init,
+                    Ok(Event::InitDone) => Event::InitDone,
                     Err(e) => {
                         tracing::debug!(error = %e, "shared watch error; retrying");
                         continue;

@@ -15,6 +15,7 @@ mod garbage_collector;
 mod informer;
 mod job;
 mod leader_election;
+mod lean;
 mod metrics;
 mod namespace;
 mod node_lifecycle;

@@ -39,6 +39,7 @@ const WORKERS: usize = 5;
 /// What the controller needs from a ReplicaSet or a ReplicationController.
 pub(crate) trait Replicated:
     Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + crate::informer::Watched
     + Clone
     + DeserializeOwned
     + Serialize
