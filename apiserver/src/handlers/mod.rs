@@ -799,10 +799,10 @@ async fn create(
         ));
     }
     let mut attempts = 1;
-    let rev = loop {
+    let (rev, stored) = loop {
         let name = object::meta_str(&obj, "name").to_owned();
         let exists = match store_new(ctx, r, namespace, &name, &mut obj).await {
-            Ok(rev) => break rev,
+            Ok(done) => break done,
             Err(ApiError::AlreadyExists { resource, name }) => {
                 ApiError::AlreadyExists { resource, name }
             }
@@ -819,6 +819,17 @@ async fn create(
             _ => return Err(exists),
         }
     };
+    // The answer is the stored JSON with its resourceVersion spliced in, when the stored
+    // form is the served one: the object is not written out a second time.
+    if let Some(json) = stored.and_then(|b| crate::watch_cache::stamp_revision(&b, rev)) {
+        let resp = (
+            StatusCode::CREATED,
+            [(http::header::CONTENT_TYPE, "application/json")],
+            json,
+        )
+            .into_response();
+        return Ok(with_warnings(resp, &warnings));
+    }
     if let Some(m) = object::meta(&mut obj) {
         m.insert("resourceVersion".into(), json!(rev.to_string()));
     }
@@ -833,14 +844,16 @@ async fn create(
 const GENERATE_NAME_ATTEMPTS: usize = 8;
 
 /// Writes a new object named `name` (services get their cluster IP and node ports first,
-/// released again if the write fails); AlreadyExists when the name is taken.
+/// released again if the write fails); AlreadyExists when the name is taken. Returns the
+/// revision and, when the stored JSON is the object as served (not converted, no
+/// resourceVersion of its own), those bytes.
 async fn store_new(
     ctx: &Ctx,
     r: &ResourceInfo,
     namespace: &str,
     name: &str,
     obj: &mut Map<String, Value>,
-) -> Result<i64> {
+) -> Result<(i64, Option<Vec<u8>>)> {
     let key = registry::key(r, namespace, name);
     let exists = || ApiError::AlreadyExists {
         resource: object::group_resource(r),
@@ -862,12 +875,19 @@ async fn store_new(
         Vec::new()
     };
     let stored = registry::convert::storage_form(r, obj);
-    let created = ctx.storage.create(&key, object::encode(&stored)?).await;
+    let bytes = object::encode(&stored)?;
+    let served = matches!(stored, std::borrow::Cow::Borrowed(_))
+        && obj
+            .get("metadata")
+            .and_then(|m| m.get("resourceVersion"))
+            .is_none();
+    let answer = served.then(|| bytes.clone());
+    let created = ctx.storage.create(&key, bytes).await;
     if created.is_err() {
         service::release(ctx, &taken).await;
     }
     match created {
-        Ok(rev) => Ok(rev),
+        Ok(rev) => Ok((rev, answer)),
         Err(storage::Error::AlreadyExists) => Err(exists()),
         Err(e) => Err(storage_error(e)),
     }

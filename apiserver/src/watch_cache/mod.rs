@@ -26,7 +26,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-pub use object::{CachedObject, Meta};
+pub use object::{CachedObject, Meta, stamp_revision};
 
 use crate::storage::{Storage, prefix_end};
 

@@ -239,17 +239,10 @@ impl CachedObject {
 
     /// Appends the object's JSON, `metadata.resourceVersion` included.
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        let Some((brace, empty)) = self.splice else {
-            out.extend_from_slice(&self.raw);
-            return;
-        };
-        let (head, tail) = self.raw.split_at((brace + 1).min(self.raw.len()));
-        out.extend_from_slice(head);
-        let _ = write!(out, "\"resourceVersion\":\"{}\"", self.revision);
-        if !empty {
-            out.push(b',');
+        match self.splice {
+            Some((brace, empty)) => splice(out, &self.raw, brace, empty, self.revision),
+            None => out.extend_from_slice(&self.raw),
         }
-        out.extend_from_slice(tail);
     }
 
     /// The object's JSON, `metadata.resourceVersion` included.
@@ -263,6 +256,28 @@ impl CachedObject {
     pub fn to_map(&self) -> Option<Map<String, Value>> {
         serde_json::from_slice(&self.to_json()).ok()
     }
+}
+
+/// `json` (an object as serde_json writes it, without `metadata.resourceVersion`) with
+/// `metadata.resourceVersion` set to `revision`, by splicing the field in rather than
+/// parsing and writing the object again; `None` when `json` has no `metadata` object.
+pub fn stamp_revision(json: &[u8], revision: i64) -> Option<Vec<u8>> {
+    let (brace, empty) = metadata_brace(json)?;
+    let mut out = Vec::with_capacity(json.len() + 48);
+    splice(&mut out, json, brace, empty, revision);
+    Some(out)
+}
+
+/// Appends `json` with `"resourceVersion":"<revision>"` first in the object whose `{` is at
+/// `brace` (`empty`: that object has no other field).
+fn splice(out: &mut Vec<u8>, json: &[u8], brace: usize, empty: bool, revision: i64) {
+    let (head, tail) = json.split_at((brace + 1).min(json.len()));
+    out.extend_from_slice(head);
+    let _ = write!(out, "\"resourceVersion\":\"{revision}\"");
+    if !empty {
+        out.push(b',');
+    }
+    out.extend_from_slice(tail);
 }
 
 /// Index of the `{` opening the top-level `metadata` object of `json`, and whether that
@@ -365,6 +380,20 @@ mod tests {
 
     fn cached(v: &Value, rev: i64) -> CachedObject {
         CachedObject::decode(Bytes::from(v.to_string()), rev, &["spec.nodeName"]).unwrap()
+    }
+
+    #[test]
+    fn a_stored_object_is_stamped_with_its_revision() {
+        let v = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"resourceVersion": "not this one"}},
+            "spec": {"nodeName": "n1"}});
+        let stamped = stamp_revision(v.to_string().as_bytes(), 42).unwrap();
+        let mut want = v;
+        want["metadata"]["resourceVersion"] = json!("42");
+        assert_eq!(serde_json::from_slice::<Value>(&stamped).unwrap(), want);
+        let empty = stamp_revision(br#"{"metadata":{}}"#, 7).unwrap();
+        assert_eq!(empty, br#"{"metadata":{"resourceVersion":"7"}}"#);
+        assert!(stamp_revision(br#"{"kind":"X"}"#, 7).is_none());
     }
 
     #[test]
