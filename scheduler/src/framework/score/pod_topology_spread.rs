@@ -55,15 +55,13 @@ pub fn score(ctx: &PodCtx<'_>, cache: &Cache, nodes: &[&NodeInfo]) -> Vec<i64> {
         let domains = if hostname {
             ignored.iter().filter(|ig| !**ig).count()
         } else {
-            let mut values: Vec<&str> = nodes
-                .iter()
-                .zip(&ignored)
-                .filter(|(_, ig)| !**ig)
-                .filter_map(|(n, _)| key.value(n))
-                .collect();
-            values.sort_unstable();
-            values.dedup();
-            values.len()
+            distinct(
+                nodes
+                    .iter()
+                    .zip(&ignored)
+                    .filter(|(_, ig)| !**ig)
+                    .filter_map(|(n, _)| key.value(n)),
+            )
         };
         let weight = ((domains + 2) as f64).ln();
         for (i, n) in nodes.iter().enumerate() {
@@ -104,8 +102,36 @@ pub fn score(ctx: &PodCtx<'_>, cache: &Cache, nodes: &[&NodeInfo]) -> Vec<i64> {
         .collect()
 }
 
+/// How many different values `values` has. Zones and regions are few: a short list is
+/// searched first, and only past [`FEW`] values are they sorted.
+fn distinct<'a>(mut values: impl Iterator<Item = &'a str>) -> usize {
+    const FEW: usize = 32;
+    let mut seen: Vec<&str> = Vec::new();
+    while let Some(v) = values.next() {
+        if seen.contains(&v) {
+            continue;
+        }
+        seen.push(v);
+        if seen.len() > FEW {
+            seen.extend(values.by_ref());
+            seen.sort_unstable();
+            seen.dedup();
+            break;
+        }
+    }
+    seen.len()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn distinct_counts_few_and_many_values() {
+        let zones = ["a", "b", "a", "c", "b", "a"];
+        assert_eq!(super::distinct(zones.iter().copied()), 3);
+        let many: Vec<String> = (0..100).map(|i| format!("v{}", i % 40)).collect();
+        assert_eq!(super::distinct(many.iter().map(String::as_str)), 40);
+    }
+
     use super::*;
     use crate::cache::PodInfo;
     use crate::framework::filter::testutil::{node, pod};
