@@ -42,13 +42,6 @@ use crate::mvcc::{MemberChange, MemberRecord, Mvcc};
 /// Requests queued at most this many per cycle, so ticks are never starved.
 const MAX_BATCH: usize = 16_384;
 
-/// How long a busy leader waits for more proposals before persisting a cycle's entries
-/// (group commit). Small against a request's own cost through the API server (~1 ms).
-const GROUP_COMMIT_LINGER: Duration = Duration::from_micros(500);
-
-/// Proposals in one cycle that mark the store as busy (several clients writing at once).
-const BUSY_PROPOSALS: usize = 2;
-
 type ProposalReply = oneshot::Sender<Result<Applied>>;
 type ReadReply = oneshot::Sender<Result<()>>;
 
@@ -100,8 +93,6 @@ pub(super) struct Driver {
     force_snapshot: bool,
     /// This member was removed from the cluster: stop.
     removed: bool,
-    /// The last cycle carried at least [`BUSY_PROPOSALS`] proposals: linger for more.
-    crowded: bool,
 }
 
 impl Driver {
@@ -178,7 +169,6 @@ impl Driver {
             last_heard: HashMap::new(),
             force_snapshot: false,
             removed: false,
-            crowded: false,
         })
     }
 
@@ -198,8 +188,18 @@ impl Driver {
             let wait = next_tick.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(wait) {
                 Ok(req) => {
-                    if !self.receive_batch(req)? {
+                    if !self.handle(req)? {
                         return Ok(());
+                    }
+                    for _ in 0..MAX_BATCH {
+                        match self.rx.try_recv() {
+                            Ok(req) => {
+                                if !self.handle(req)? {
+                                    return Ok(());
+                                }
+                            }
+                            Err(_) => break,
+                        }
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -234,58 +234,6 @@ impl Driver {
                 return Ok(());
             }
         }
-    }
-
-    /// Handles `first` and whatever else is queued (at most [`MAX_BATCH`]), so that one
-    /// `fdatasync` covers them all. While proposals arrive in crowds (the last cycle carried
-    /// at least [`BUSY_PROPOSALS`]), a leader lingers up to [`GROUP_COMMIT_LINGER`] for
-    /// more before writing: under load that makes each sync cover several writes instead of
-    /// one (the disk here syncs in ~0.1 ms, so cycles were one write long). A lone client
-    /// never sees the linger: its cycles carry one proposal. `false` means stop.
-    fn receive_batch(&mut self, first: Request) -> Result<bool> {
-        let mut proposals = 0usize;
-        let take = |d: &mut Self, proposals: &mut usize, req: Request| -> Result<bool> {
-            if matches!(req, Request::Propose { .. }) {
-                *proposals += 1;
-            }
-            d.handle(req)
-        };
-        if !take(self, &mut proposals, first)? {
-            return Ok(false);
-        }
-        let mut handled = 1;
-        while handled < MAX_BATCH {
-            match self.rx.try_recv() {
-                Ok(req) => {
-                    handled += 1;
-                    if !take(self, &mut proposals, req)? {
-                        return Ok(false);
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-        if self.crowded && proposals > 0 && self.raw.raft.state == StateRole::Leader {
-            let until = Instant::now() + GROUP_COMMIT_LINGER;
-            while handled < MAX_BATCH {
-                let left = until.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                match self.rx.recv_timeout(left) {
-                    Ok(req) => {
-                        handled += 1;
-                        if !take(self, &mut proposals, req)? {
-                            return Ok(false);
-                        }
-                    }
-                    Err(RecvTimeoutError::Timeout) => break,
-                    Err(RecvTimeoutError::Disconnected) => return Ok(false),
-                }
-            }
-        }
-        self.crowded = proposals >= BUSY_PROPOSALS;
-        Ok(true)
     }
 
     /// On a graceful stop, a leader with followers hands leadership to the follower whose
