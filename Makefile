@@ -23,9 +23,11 @@ run-store: build
 	./target/debug/capstan store --name default --data-dir $(DATA_DIR)/store-only --listen-client-urls $(STORE_URL)
 
 ## test: every test — unit tests next to the code and e2e tests against the real binary.
-## The binary is built first (same debug profile, so nothing is built twice).
+## The binary is built first, in one invocation with the tests: the same package selection and
+## dev-dependencies, so the same features, and nothing is built twice (`build -p capstan` alone
+## resolved features differently and compiled every kube-based crate a second time).
 test:
-	$(CARGO) build -p capstan
+	$(CARGO) build --workspace --bins --tests
 	$(CARGO) test --workspace
 
 ## test-faults: the long form of the store fault suite: FAULT_RUNS runs (default 100) of a
