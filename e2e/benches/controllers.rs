@@ -147,7 +147,19 @@ async fn bench(server: &ServerProcess, nodes: usize, replicas: usize) -> Result<
     let mut running: HashSet<String> = HashSet::new();
     let (mut t_created, mut t_bound, mut t_running) = (None, None, None);
     let mut first_running = None;
+    // Progress: counts every 2 s (shows which stage trails: creation, binding or kubelets).
+    let mut next_report = Duration::from_secs(2);
     while t_running.is_none() {
+        if t0.elapsed() >= next_report {
+            println!(
+                "    {:>5.1} s: created {:>5}  bound {:>5}  Running {:>5}",
+                t0.elapsed().as_secs_f64(),
+                created.len(),
+                bound.len(),
+                running.len()
+            );
+            next_report += Duration::from_secs(2);
+        }
         let ev = tokio::time::timeout(CAP.saturating_sub(t0.elapsed()), stream.next())
             .await
             .context("timed out waiting for pods")?;

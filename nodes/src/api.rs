@@ -19,14 +19,20 @@ use tokio::sync::Semaphore;
 
 /// Requests in flight at once for each lane (see [`Lane`]).
 const MAX_IN_FLIGHT: usize = 24;
+/// Events in flight at once: they are best effort and must not crowd out pod status.
+const MAX_EVENTS_IN_FLIGHT: usize = 8;
 
-/// Which queue a request waits in: heartbeats (Lease renewals, status reports) and the rest
-/// (registration, pod status, deletions, events) each have their own share of the
-/// connections, so 5,000 nodes' renewals never starve pods or registration, nor the reverse.
+/// Which queue a request waits in: heartbeats (Lease renewals, status reports), events, and
+/// the rest (registration, pod status, deletions) each have their own share of the
+/// connections, so 5,000 nodes' renewals never starve pods or registration, nor the reverse,
+/// and a burst of events waits behind no pod status (a kubelet's event recorder has its own
+/// queue and rate limit, apart from its status manager).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lane {
     /// Lease renewals and periodic Node status reports.
     Heartbeat,
+    /// Events about pods and nodes.
+    Events,
     /// Everything else.
     Work,
 }
@@ -46,6 +52,7 @@ pub(crate) struct FleetApi {
     client: kube::Client,
     impersonate: bool,
     heartbeats: Arc<Semaphore>,
+    events: Arc<Semaphore>,
     work: Arc<Semaphore>,
 }
 
@@ -134,6 +141,7 @@ impl FleetApi {
             client,
             impersonate,
             heartbeats: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            events: Arc::new(Semaphore::new(MAX_EVENTS_IN_FLIGHT)),
             work: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
         }
     }
@@ -162,6 +170,7 @@ impl FleetApi {
     ) -> kube::Result<T> {
         let permits = match lane {
             Lane::Heartbeat => &self.heartbeats,
+            Lane::Events => &self.events,
             Lane::Work => &self.work,
         };
         let mut delay = Duration::from_millis(200);

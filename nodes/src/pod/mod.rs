@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::Options;
-use crate::api::{Call, FleetApi, STRATEGIC, status_code};
+use crate::api::{Call, FleetApi, Lane, STRATEGIC, status_code};
 use crate::node::{SimNode, hex_id, time};
 use crate::program::{DURATION_ANNOTATION, Program};
 
@@ -817,7 +817,7 @@ async fn post_events(api: FleetApi, node: String, pod: Arc<Pod>, events: Vec<Pod
             "reportingInstance": node,
         });
         if let Err(e) = api
-            .send::<IgnoredAny>(Some(&node), &Call::post(path.clone(), &event))
+            .send_in::<IgnoredAny>(Lane::Events, Some(&node), &Call::post(path.clone(), &event))
             .await
         {
             tracing::debug!(node = %node, pod = %name, error = %e, "event not recorded");
