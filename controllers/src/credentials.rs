@@ -71,8 +71,10 @@ pub(crate) struct Credentials {
 impl Credentials {
     /// Credentials minted through `root`; `config` is the root client's configuration.
     pub(crate) fn new(root: kube::Client, config: Option<kube::Config>) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "capstan-controllers-{}-{}",
+        let tmp = std::env::temp_dir();
+        sweep_stale(&tmp);
+        let dir = tmp.join(format!(
+            "{DIR_PREFIX}{}-{}",
             std::process::id(),
             uuid::Uuid::new_v4().simple()
         ));
@@ -156,6 +158,40 @@ impl Credentials {
     }
 }
 
+/// Token directories are `<tmp>/capstan-controllers-<pid>-<uuid>`.
+const DIR_PREFIX: &str = "capstan-controllers-";
+
+/// Removes token directories left by controller managers that died without cleaning up
+/// (`kill -9`): those whose process no longer exists. Only where `/proc` tells; a directory
+/// of a live process (or of a reused pid) is left alone.
+fn sweep_stale(tmp: &Path) {
+    let proc_dir = Path::new("/proc");
+    if !proc_dir.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = stale_pid(&name.to_string_lossy()) else {
+            continue;
+        };
+        if !proc_dir.join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The pid in a token directory's name, if `name` is one.
+fn stale_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(DIR_PREFIX)?;
+    let (pid, uuid) = rest.split_once('-')?;
+    (uuid.len() == 32 && uuid.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| pid.parse().ok())
+        .flatten()
+}
+
 impl Drop for Credentials {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -211,4 +247,37 @@ fn der_to_pem(der: &[u8]) -> String {
     }
     out.push_str("-----END CERTIFICATE-----\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_directories_of_dead_processes_are_swept() {
+        let base = std::env::temp_dir().join(format!("sweep-test-{}", uuid::Uuid::new_v4()));
+        let hex = uuid::Uuid::new_v4().simple().to_string();
+        // Above any pid_max Linux allows (2^22), so never a live process.
+        let dead = base.join(format!("{DIR_PREFIX}4294960-{hex}"));
+        let live = base.join(format!("{DIR_PREFIX}{}-{hex}", std::process::id()));
+        let other = base.join(format!("{DIR_PREFIX}4294960-not-a-uuid"));
+        for d in [&dead, &live, &other] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("x.token"), "t").unwrap();
+        }
+        sweep_stale(&base);
+        let on_linux = Path::new("/proc/self").exists();
+        assert_eq!(dead.exists(), !on_linux);
+        assert!(live.exists());
+        assert!(other.exists());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn token_directory_names_give_their_pid() {
+        let hex = "0123456789abcdef0123456789abcdef";
+        assert_eq!(stale_pid(&format!("{DIR_PREFIX}42-{hex}")), Some(42));
+        assert_eq!(stale_pid(&format!("{DIR_PREFIX}x-{hex}")), None);
+        assert_eq!(stale_pid("capstan-node-1"), None);
+    }
 }
