@@ -172,6 +172,26 @@ fn create_get_label_patch_delete_round_trip() {
             r#"{"data":{"extra":"1"}}"#,
         ],
     );
+    // A patch's answer is the object as stored, with its new resourceVersion: the same as
+    // a read right after it.
+    let patched = ok(
+        &s,
+        &[
+            "patch",
+            "cm",
+            "settings",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"annotations":{"more":"2"}}}"#,
+            "-o",
+            "json",
+        ],
+    );
+    let patched: serde_json::Value = serde_json::from_str(&patched).expect("patch answer");
+    let read: serde_json::Value =
+        serde_json::from_str(&ok(&s, &["get", "cm", "settings", "-o", "json"])).expect("json");
+    assert_eq!(patched, read);
+    assert_eq!(patched["metadata"]["annotations"]["more"], "2");
     ok(
         &s,
         &[

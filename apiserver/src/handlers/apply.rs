@@ -7,8 +7,8 @@ use http::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::{
-    PATCH_RETRIES, Query, Scope, create, field_validation, load, object, object_response,
-    store_update, with_warnings,
+    PATCH_RETRIES, Query, Scope, create, field_validation, load, object, store_update,
+    with_warnings,
 };
 use crate::error::{ApiError, Result};
 use crate::handlers::Ctx;
@@ -72,7 +72,7 @@ pub(super) async fn apply(
             Err(ApiError::Conflict { .. }) => continue,
             Ok(stored) => {
                 return Ok(with_warnings(
-                    object_response(http::StatusCode::OK, stored),
+                    stored.response(http::StatusCode::OK),
                     &warnings,
                 ));
             }

@@ -954,7 +954,7 @@ async fn store_update(
     expected: i64,
     scope: Scope,
     q: &Query,
-) -> Result<Map<String, Value>> {
+) -> Result<Written> {
     object::check_type(&mut new, r)?;
     if object::meta_str(&new, "name") != name {
         return Err(ApiError::BadRequest(format!(
@@ -1018,7 +1018,7 @@ async fn store_update(
         if let Some(m) = object::meta(&mut new) {
             m.insert("resourceVersion".into(), json!(expected.to_string()));
         }
-        return Ok(new);
+        return Ok(Written::object(new));
     }
     // An object being deleted whose last finalizer is removed goes away now.
     let key = registry::key(r, namespace, name);
@@ -1031,28 +1031,63 @@ async fn store_update(
         if let Some(m) = object::meta(&mut new) {
             m.insert("resourceVersion".into(), json!(rev.to_string()));
         }
-        return Ok(new);
+        return Ok(Written::object(new));
     }
     // Unchanged objects are not written, unless stored under an old encryption key.
     if object::same_but_resource_version(&new, old) && !ctx.storage.stale(&key) {
         if let Some(m) = object::meta(&mut new) {
             m.insert("resourceVersion".into(), json!(expected.to_string()));
         }
-        return Ok(new);
+        return Ok(Written::object(new));
     }
+    let stored = registry::convert::storage_form(r, &new);
+    let bytes = object::encode(&stored)?;
+    let served = matches!(stored, std::borrow::Cow::Borrowed(_))
+        && new
+            .get("metadata")
+            .and_then(|m| m.get("resourceVersion"))
+            .is_none();
+    let answer = served.then(|| bytes.clone());
     let rev = ctx
         .storage
-        .update(
-            &key,
-            object::encode(&registry::convert::storage_form(r, &new))?,
-            expected,
-        )
+        .update(&key, bytes, expected)
         .await
         .map_err(|e| conflict_or(e, r, name))?;
     if let Some(m) = object::meta(&mut new) {
         m.insert("resourceVersion".into(), json!(rev.to_string()));
     }
-    Ok(new)
+    Ok(Written {
+        json: answer.and_then(|b| crate::watch_cache::stamp_revision(&b, rev)),
+        object: new,
+    })
+}
+
+/// An object as an update left it: the object as served, and — when the stored JSON is the
+/// served form (no conversion) — that JSON with its new resourceVersion spliced in, so the
+/// answer is not serialized a second time.
+struct Written {
+    object: Map<String, Value>,
+    json: Option<Vec<u8>>,
+}
+
+impl Written {
+    /// An object that was not written (dry run, unchanged, deleted).
+    fn object(object: Map<String, Value>) -> Self {
+        Written { object, json: None }
+    }
+
+    /// The answer: the spliced stored JSON when there is one, else the object encoded.
+    fn response(self, code: StatusCode) -> Response {
+        match self.json {
+            Some(json) => (
+                code,
+                [(http::header::CONTENT_TYPE, "application/json")],
+                json,
+            )
+                .into_response(),
+            None => object_response(code, self.object),
+        }
+    }
 }
 
 fn conflict_or(e: storage::Error, r: &ResourceInfo, name: &str) -> ApiError {
@@ -1102,10 +1137,7 @@ async fn update(
     }
     apply::record(r, &mut new, &old, q, headers, scope);
     let stored = store_update(ctx, r, namespace, name, new, &old, expected, scope, q).await?;
-    Ok(with_warnings(
-        object_response(StatusCode::OK, stored),
-        &warnings,
-    ))
+    Ok(with_warnings(stored.response(StatusCode::OK), &warnings))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1175,10 +1207,7 @@ async fn patch(
         match store_update(ctx, r, namespace, name, new, &old, current, scope, q).await {
             Err(ApiError::Conflict { .. }) => continue,
             Ok(stored) => {
-                return Ok(with_warnings(
-                    object_response(StatusCode::OK, stored),
-                    &warnings,
-                ));
+                return Ok(with_warnings(stored.response(StatusCode::OK), &warnings));
             }
             Err(e) => return Err(e),
         }

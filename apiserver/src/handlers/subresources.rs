@@ -192,7 +192,9 @@ pub(super) async fn scale(
         {
             Err(ApiError::Conflict { .. }) if retry => continue,
             Err(e) => return Err(e),
-            Ok(stored) => return Ok(object_response(StatusCode::OK, scale_of(r, &stored))),
+            Ok(stored) => {
+                return Ok(object_response(StatusCode::OK, scale_of(r, &stored.object)));
+            }
         }
     }
     Err(ApiError::Conflict {
