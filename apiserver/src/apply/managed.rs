@@ -97,21 +97,29 @@ pub fn store(obj: &mut Map<String, Value>, entries: &[Entry]) {
     let list: Vec<Value> = entries
         .iter()
         .filter(|e| !e.fields.is_empty())
-        .map(|e| {
-            let mut v = json!({
-                "manager": e.manager,
-                "operation": e.operation,
-                "apiVersion": e.api_version,
-                "time": e.time,
-                "fieldsType": "FieldsV1",
-                "fieldsV1": e.fields.to_json(),
-            });
-            if !e.subresource.is_empty() {
-                v["subresource"] = json!(e.subresource);
-            }
-            v
-        })
+        .map(entry_json)
         .collect();
+    put(obj, list);
+}
+
+/// One entry as `managedFields` spells it.
+fn entry_json(e: &Entry) -> Value {
+    let mut v = json!({
+        "manager": e.manager,
+        "operation": e.operation,
+        "apiVersion": e.api_version,
+        "time": e.time,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": e.fields.to_json(),
+    });
+    if !e.subresource.is_empty() {
+        v["subresource"] = json!(e.subresource);
+    }
+    v
+}
+
+/// Sets `obj`'s `metadata.managedFields` to `list` (removed when empty).
+fn put(obj: &mut Map<String, Value>, list: Vec<Value>) {
     if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
         if list.is_empty() {
             meta.remove("managedFields");
@@ -157,7 +165,21 @@ pub fn record_update(
     if given.is_some() && given != stored {
         return;
     }
+    let carried = given.is_some();
     let mut list = entries(old);
+    // The stored entries as the request carried them back (the same JSON): an entry this
+    // write leaves alone is written back as it was instead of being rebuilt from its set.
+    // Only when every stored entry parsed, so that positions match.
+    let mut originals: Vec<Value> = match object_meta_mut(new).map(|m| m.remove("managedFields")) {
+        Some(Some(Value::Array(a))) if carried && a.len() == list.len() => a,
+        Some(Some(other)) => {
+            if let Some(m) = object_meta_mut(new) {
+                m.insert("managedFields".into(), other);
+            }
+            Vec::new()
+        }
+        _ => Vec::new(),
+    };
     let (old_part, new_part) = (
         owned_part_in(old, subresource),
         owned_part_in(new, subresource),
@@ -171,11 +193,14 @@ pub fn record_update(
         .iter()
         .any(sees)
         .then(|| merge::existing(&new_part, ty));
-    for e in &mut list {
-        e.fields = e.fields.difference(&changed);
+    let mut same = vec![false; list.len()];
+    for (e, same) in list.iter_mut().zip(same.iter_mut()) {
+        let mut fields = e.fields.difference(&changed);
         if let Some(existing) = existing.as_ref().filter(|_| sees(e)) {
-            e.fields = e.fields.intersection(existing);
+            fields = fields.intersection(existing);
         }
+        *same = fields == e.fields;
+        e.fields = fields;
     }
     if !changed.is_empty() {
         let at = list.iter().position(|e| {
@@ -188,6 +213,7 @@ pub fn record_update(
             Some(i) => {
                 list[i].fields = list[i].fields.union(&changed);
                 list[i].time = now();
+                same[i] = false;
             }
             None => list.push(Entry {
                 manager: manager.into(),
@@ -199,7 +225,25 @@ pub fn record_update(
             }),
         }
     }
-    store(new, &list);
+    if originals.is_empty() {
+        store(new, &list);
+        return;
+    }
+    let out: Vec<Value> = list
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| !e.fields.is_empty())
+        .map(|(i, e)| match originals.get_mut(i) {
+            Some(v) if same[i] => std::mem::take(v),
+            _ => entry_json(e),
+        })
+        .collect();
+    put(new, out);
+}
+
+/// `obj`'s `metadata` map, if it has one.
+fn object_meta_mut(obj: &mut Map<String, Value>) -> Option<&mut Map<String, Value>> {
+    obj.get_mut("metadata").and_then(Value::as_object_mut)
 }
 
 /// A conflict: the other manager, its apiVersion, and the field.

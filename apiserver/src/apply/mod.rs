@@ -243,6 +243,30 @@ mod tests {
             e[2].fields.to_json(),
             json!({"f:status": {"f:replicas": {}}})
         );
+        // The entries it did not touch are written back exactly as they were.
+        assert_eq!(
+            with_status["metadata"]["managedFields"][0],
+            scaled["metadata"]["managedFields"][0]
+        );
+        assert_eq!(
+            with_status["metadata"]["managedFields"][1],
+            scaled["metadata"]["managedFields"][1]
+        );
+        // A second status write by the same manager changes only its own entry.
+        let mut again = with_status.clone();
+        again["status"]["replicas"] = json!(4);
+        again["status"]["ready"] = json!(1);
+        managed::record_update(&mut again, &with_status, ty, "ctrl", "apps/v1", "status");
+        let list = again["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(list.len(), 3);
+        assert_eq!(
+            list[..2],
+            with_status["metadata"]["managedFields"].as_array().unwrap()[..2]
+        );
+        assert_eq!(
+            list[2]["fieldsV1"],
+            json!({"f:status": {"f:ready": {}, "f:replicas": {}}})
+        );
         // A later main-resource write keeps the status entry.
         let mut relabeled = with_status.clone();
         relabeled["metadata"]["labels"]["b"] = json!("y");
