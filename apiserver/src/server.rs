@@ -414,31 +414,36 @@ pub fn router(
         .fallback(handlers::dispatch)
         .with_state(ctx);
     let impersonation = Arc::clone(&authorizer);
-    // `Router::layer` wraps outside-in: the last layer added runs first.
-    resources
-        .layer(axum::middleware::from_fn(move |req, next| {
-            pipeline::authorize(Arc::clone(&authorizer), req, next)
-        }))
-        .layer(axum::middleware::from_fn(move |req, next| {
-            crate::flow_control::layer(Arc::clone(&flow_control), req, next)
-        }))
-        .layer(axum::middleware::from_fn(move |req, next| {
-            crate::metrics::layer(Arc::clone(&metrics), req, next)
-        }))
-        .layer(axum::middleware::from_fn(move |req, next| {
-            pipeline::impersonate(Arc::clone(&impersonation), req, next)
-        }))
+    // The stages wrap the whole router, in the order they run (ServiceBuilder: the first
+    // layer is the outermost). Wrapping the router rather than each route (`Router::layer`)
+    // means each stage's per-request clone of what it wraps is the router (reference
+    // counted), not a boxed route.
+    let pipeline = tower::ServiceBuilder::new()
+        .layer(axum::middleware::from_fn(pipeline::request_info))
         .layer(axum::middleware::from_fn({
             let auditor = auditor.clone();
-            move |req, next| crate::audit::record(auditor.clone(), req, next)
+            move |req, next| crate::audit::init(auditor.clone(), req, next)
         }))
         .layer(axum::middleware::from_fn(move |req, next| {
             pipeline::authenticate(Arc::clone(&authn), req, next)
         }))
         .layer(axum::middleware::from_fn(move |req, next| {
-            crate::audit::init(auditor.clone(), req, next)
+            crate::audit::record(auditor.clone(), req, next)
         }))
-        .layer(axum::middleware::from_fn(pipeline::request_info))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            pipeline::impersonate(Arc::clone(&impersonation), req, next)
+        }))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            crate::metrics::layer(Arc::clone(&metrics), req, next)
+        }))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            crate::flow_control::layer(Arc::clone(&flow_control), req, next)
+        }))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            pipeline::authorize(Arc::clone(&authorizer), req, next)
+        }))
+        .service(resources);
+    Router::new().fallback_service(pipeline)
 }
 
 /// Serves until `shutdown` completes.
