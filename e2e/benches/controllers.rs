@@ -104,6 +104,29 @@ fn main() -> ExitCode {
     }
 }
 
+/// Milliseconds a fixed integer loop takes on this machine: the bench's figures move with
+/// the VM's speed, which drifts by tens of per cent within minutes here.
+fn calibration_ms() -> u128 {
+    let start = Instant::now();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in 0..200_000_000u64 {
+        x = std::hint::black_box(x.rotate_left(5) ^ i).wrapping_mul(0x0100_0000_01b3);
+    }
+    std::hint::black_box(x);
+    start.elapsed().as_millis()
+}
+
+/// CPU seconds (user + system, all threads) the process `pid` has used, from
+/// `/proc/<pid>/stat` (Linux; clock ticks of USER_HZ = 100).
+fn server_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at state, field 3.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i - 3)?.parse::<f64>().ok();
+    Some((ticks(14)? + ticks(15)?) / 100.0)
+}
+
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -116,9 +139,14 @@ fn run() -> Result<()> {
     let replicas = env("CAPSTAN_BENCH_REPLICAS", REPLICAS);
     let dir = tempfile::tempdir()?;
     let nodes_flag = format!("--nodes={nodes}");
+    let loop_ms = calibration_ms();
     let server = ServerProcess::start_cluster(&dir.path().join("data"), &[&nodes_flag])?;
     println!(
         "controllers bench: {replicas} replicas on {nodes} simulated nodes, one capstan server"
+    );
+    println!(
+        "  machine speed: a fixed CPU loop took {loop_ms} ms (this VM's speed drifts; compare \
+         runs with similar figures)"
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -199,6 +227,7 @@ async fn bench(server: &ServerProcess, nodes: usize, replicas: usize) -> Result<
             }
         }
     }))?;
+    let cpu0 = server_cpu_seconds(server.pid());
     let t0 = Instant::now();
     deployments
         .create(&PostParams::default(), &deployment)
@@ -267,6 +296,9 @@ async fn bench(server: &ServerProcess, nodes: usize, replicas: usize) -> Result<
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    let cpu = server_cpu_seconds(server.pid())
+        .zip(cpu0)
+        .map(|(now, then)| now - then);
     // Events trail the pods (they are best effort, in their own lanes): how many exist now.
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "bench");
     let page = events.list(&ListParams::default().limit(1)).await?;
@@ -295,6 +327,12 @@ async fn bench(server: &ServerProcess, nodes: usize, replicas: usize) -> Result<
         "  deployment status available  {:>7.2} s  (rollout status condition)",
         t_status.as_secs_f64()
     );
+    if let Some(cpu) = cpu {
+        println!(
+            "  server CPU since t0          {cpu:>7.1} s  ({:.2} ms per pod, whole cluster)",
+            cpu * 1000.0 / replicas as f64
+        );
+    }
     println!(
         "  events in namespace by then  {recorded:>7}    (per pod, once all are written: \
          Scheduled, Pulled, Created, Started)"
