@@ -63,6 +63,68 @@ struct State {
     pods: Store<Pod>,
     /// Expectations per job key.
     expectations: Arc<Mutex<HashMap<String, Expectation>>>,
+    /// Pods whose finalizer this loop removed, per job key.
+    released: Arc<Released>,
+}
+
+/// Pods whose tracking finalizer a sync removed (and counted) while the pod cache may still
+/// show it (upstream's `uidTrackingExpectations`). Without this, a sync that runs before the
+/// cache catches up would note such a pod as uncounted again and count it twice.
+#[derive(Default)]
+struct Released(Mutex<HashMap<String, HashSet<String>>>);
+
+impl Released {
+    /// Records that the finalizer of pod `uid` of job `key` was removed.
+    fn record(&self, key: &str, uid: &str) {
+        if let Ok(mut map) = self.0.lock() {
+            map.entry(key.to_owned())
+                .or_default()
+                .insert(uid.to_owned());
+        }
+    }
+
+    /// Forgets the pods the cache now shows released (or gone): only uids of `pods` that still
+    /// carry the finalizer stay expected.
+    fn observe(&self, key: &str, pods: &[&Pod]) {
+        let Ok(mut map) = self.0.lock() else {
+            return;
+        };
+        let Some(set) = map.get_mut(key) else {
+            return;
+        };
+        let holding: HashSet<&str> = pods
+            .iter()
+            .filter(|p| has_tracking_finalizer(p))
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect();
+        set.retain(|u| holding.contains(u.as_str()));
+        if set.is_empty() {
+            map.remove(key);
+        }
+    }
+
+    /// Whether pod `uid`'s finalizer removal is still to show up in the cache.
+    fn pending(&self, key: &str, uid: &str) -> bool {
+        self.0
+            .lock()
+            .is_ok_and(|map| map.get(key).is_some_and(|s| s.contains(uid)))
+    }
+
+    /// Forgets job `key` (deleted).
+    fn forget(&self, key: &str) {
+        if let Ok(mut map) = self.0.lock() {
+            map.remove(key);
+        }
+    }
+}
+
+/// Whether the pod still carries the tracking finalizer.
+fn has_tracking_finalizer(pod: &Pod) -> bool {
+    pod.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == TRACKING_FINALIZER)
 }
 
 /// The controlling owner reference's uid of an object.
@@ -505,6 +567,7 @@ fn stale(e: kube::Error) -> SyncResult {
 /// Syncs Job `key`.
 async fn sync(st: State, key: String) -> SyncResult {
     let Some(job) = informer::get(&st.jobs, &key) else {
+        st.released.forget(&key);
         return Ok(None);
     };
     let job = (*job).clone();
@@ -519,6 +582,7 @@ async fn sync(st: State, key: String) -> SyncResult {
         })
         .collect();
     let pods: Vec<&Pod> = all.iter().map(AsRef::as_ref).collect();
+    st.released.observe(&key, &pods);
     let spec = job.spec.clone().unwrap_or_default();
     let mut status = job.status.clone().unwrap_or_default();
     let mut uncounted = status.uncounted_terminated_pods.clone().unwrap_or_default();
@@ -532,19 +596,14 @@ async fn sync(st: State, key: String) -> SyncResult {
         let Some(succeeded) = finished(p) else {
             continue;
         };
-        let has_finalizer = p
-            .metadata
-            .finalizers
-            .iter()
-            .flatten()
-            .any(|f| f == TRACKING_FINALIZER);
         let Some(puid) = p.metadata.uid.clone() else {
             continue;
         };
         if !succeeded && let PolicyAction::FailJob(msg) = failure_policy(&job, p) {
             fail_job.get_or_insert(msg);
         }
-        if !has_finalizer {
+        // Already released and counted by an earlier sync: the cache is behind.
+        if !has_tracking_finalizer(p) || st.released.pending(&key, &puid) {
             continue;
         }
         if done {
@@ -588,6 +647,9 @@ async fn sync(st: State, key: String) -> SyncResult {
                 Some(p) => st.remove_finalizer(p).await?,
                 None => true,
             };
+            if released {
+                st.released.record(&key, &puid);
+            }
             if !released {
                 keep.push(puid);
                 continue;
@@ -926,6 +988,7 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
         jobs,
         pods,
         expectations: Arc::default(),
+        released: Arc::default(),
     };
     run_workers(&ctx, &queue, WORKERS, &shutdown, move |key| {
         sync(st.clone(), key)
@@ -983,5 +1046,32 @@ mod tests {
             p.metadata.finalizers,
             Some(vec![TRACKING_FINALIZER.to_owned()])
         );
+    }
+
+    #[test]
+    fn released_pods_stay_expected_until_the_cache_shows_them_without_the_finalizer() {
+        let pod = |uid: &str, finalizer: bool| Pod {
+            metadata: ObjectMeta {
+                uid: Some(uid.into()),
+                finalizers: finalizer.then(|| vec![TRACKING_FINALIZER.to_owned()]),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        };
+        let r = Released::default();
+        r.record("ns/j", "a");
+        r.record("ns/j", "b");
+        // The cache is behind: both still show the finalizer.
+        let (a, b) = (pod("a", true), pod("b", true));
+        r.observe("ns/j", &[&a, &b]);
+        assert!(r.pending("ns/j", "a") && r.pending("ns/j", "b"));
+        assert!(!r.pending("ns/other", "a"));
+        // `a` caught up, `b` is gone: neither is expected any more.
+        let a = pod("a", false);
+        r.observe("ns/j", &[&a]);
+        assert!(!r.pending("ns/j", "a") && !r.pending("ns/j", "b"));
+        r.record("ns/j", "c");
+        r.forget("ns/j");
+        assert!(!r.pending("ns/j", "c"));
     }
 }
