@@ -821,7 +821,7 @@ async fn create(
     };
     // The answer is the stored JSON with its resourceVersion spliced in, when the stored
     // form is the served one: the object is not written out a second time.
-    if let Some(json) = stored.and_then(|b| crate::watch_cache::stamp_revision(&b, rev)) {
+    if let Some(json) = stored.and_then(|b| crate::watch_cache::stamp_revision(b, rev)) {
         let resp = (
             StatusCode::CREATED,
             [(http::header::CONTENT_TYPE, "application/json")],
@@ -874,14 +874,7 @@ async fn store_new(
     } else {
         Vec::new()
     };
-    let stored = registry::convert::storage_form(r, obj);
-    let bytes = object::encode(&stored)?;
-    let served = matches!(stored, std::borrow::Cow::Borrowed(_))
-        && obj
-            .get("metadata")
-            .and_then(|m| m.get("resourceVersion"))
-            .is_none();
-    let answer = served.then(|| bytes.clone());
+    let (bytes, answer) = encode_for_storage(r, obj)?;
     let created = ctx.storage.create(&key, bytes).await;
     if created.is_err() {
         service::release(ctx, &taken).await;
@@ -891,6 +884,28 @@ async fn store_new(
         Err(storage::Error::AlreadyExists) => Err(exists()),
         Err(e) => Err(storage_error(e)),
     }
+}
+
+/// `obj` encoded as stored and, when that is also the form served (no conversion, no
+/// resourceVersion of its own), a copy for the answer, with room for the resourceVersion
+/// that `watch_cache::stamp_revision` splices in once the write has its revision.
+fn encode_for_storage(
+    r: &ResourceInfo,
+    obj: &Map<String, Value>,
+) -> Result<(Vec<u8>, Option<Vec<u8>>)> {
+    let stored = registry::convert::storage_form(r, obj);
+    let bytes = object::encode(&stored)?;
+    let served = matches!(stored, std::borrow::Cow::Borrowed(_))
+        && obj
+            .get("metadata")
+            .and_then(|m| m.get("resourceVersion"))
+            .is_none();
+    let answer = served.then(|| {
+        let mut copy = Vec::with_capacity(bytes.len() + 48);
+        copy.extend_from_slice(&bytes);
+        copy
+    });
+    Ok((bytes, answer))
 }
 
 /// Which part of an object a PUT or PATCH may change.
@@ -1040,14 +1055,7 @@ async fn store_update(
         }
         return Ok(Written::object(new));
     }
-    let stored = registry::convert::storage_form(r, &new);
-    let bytes = object::encode(&stored)?;
-    let served = matches!(stored, std::borrow::Cow::Borrowed(_))
-        && new
-            .get("metadata")
-            .and_then(|m| m.get("resourceVersion"))
-            .is_none();
-    let answer = served.then(|| bytes.clone());
+    let (bytes, answer) = encode_for_storage(r, &new)?;
     let rev = ctx
         .storage
         .update(&key, bytes, expected)
@@ -1057,7 +1065,7 @@ async fn store_update(
         m.insert("resourceVersion".into(), json!(rev.to_string()));
     }
     Ok(Written {
-        json: answer.and_then(|b| crate::watch_cache::stamp_revision(&b, rev)),
+        json: answer.and_then(|b| crate::watch_cache::stamp_revision(b, rev)),
         object: new,
     })
 }

@@ -259,13 +259,18 @@ impl CachedObject {
 }
 
 /// `json` (an object as serde_json writes it, without `metadata.resourceVersion`) with
-/// `metadata.resourceVersion` set to `revision`, by splicing the field in rather than
+/// `metadata.resourceVersion` set to `revision`, by splicing the field in place rather than
 /// parsing and writing the object again; `None` when `json` has no `metadata` object.
-pub fn stamp_revision(json: &[u8], revision: i64) -> Option<Vec<u8>> {
-    let (brace, empty) = metadata_brace(json)?;
-    let mut out = Vec::with_capacity(json.len() + 48);
-    splice(&mut out, json, brace, empty, revision);
-    Some(out)
+pub fn stamp_revision(mut json: Vec<u8>, revision: i64) -> Option<Vec<u8>> {
+    let (brace, empty) = metadata_brace(&json)?;
+    let mut field = Vec::with_capacity(48);
+    let _ = write!(field, "\"resourceVersion\":\"{revision}\"");
+    if !empty {
+        field.push(b',');
+    }
+    let at = (brace + 1).min(json.len());
+    json.splice(at..at, field);
+    Some(json)
 }
 
 /// Appends `json` with `"resourceVersion":"<revision>"` first in the object whose `{` is at
@@ -387,13 +392,13 @@ mod tests {
         let v = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p", "labels": {"resourceVersion": "not this one"}},
             "spec": {"nodeName": "n1"}});
-        let stamped = stamp_revision(v.to_string().as_bytes(), 42).unwrap();
+        let stamped = stamp_revision(v.to_string().into_bytes(), 42).unwrap();
         let mut want = v;
         want["metadata"]["resourceVersion"] = json!("42");
         assert_eq!(serde_json::from_slice::<Value>(&stamped).unwrap(), want);
-        let empty = stamp_revision(br#"{"metadata":{}}"#, 7).unwrap();
+        let empty = stamp_revision(br#"{"metadata":{}}"#.to_vec(), 7).unwrap();
         assert_eq!(empty, br#"{"metadata":{"resourceVersion":"7"}}"#);
-        assert!(stamp_revision(br#"{"kind":"X"}"#, 7).is_none());
+        assert!(stamp_revision(br#"{"kind":"X"}"#.to_vec(), 7).is_none());
     }
 
     #[test]
