@@ -26,7 +26,7 @@ pub(crate) type Handler<K> = Box<dyn Fn(Option<&K>, Option<&K>) + Send + Sync>;
 
 /// A kind the informers watch, with the form its watch events are decoded in: the kind
 /// itself, or a leaner reading of it that converts into it (pods, without managed fields:
-/// [`crate::lean`]).
+/// [`lean`]).
 pub(crate) trait Watched:
     Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static
 where
@@ -74,7 +74,7 @@ watched_as_is!(
 );
 
 impl Watched for k8s_openapi::api::core::v1::Pod {
-    type Wire = crate::lean::LeanPod;
+    type Wire = lean::LeanPod;
 }
 
 /// Starts watching `api` into a store of its own, calling `handler` for each change, until

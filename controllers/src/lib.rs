@@ -15,7 +15,6 @@ mod garbage_collector;
 mod informer;
 mod job;
 mod leader_election;
-mod lean;
 mod metrics;
 mod namespace;
 mod node_lifecycle;

@@ -175,7 +175,8 @@ pub(crate) async fn watch_pods(
     opts: Arc<Options>,
     shutdown: CancellationToken,
 ) {
-    let pods = kube::Api::<Pod>::all(api.client().clone());
+    // Decoded without managed fields, which no simulated kubelet reads.
+    let pods = kube::Api::<lean::LeanPod>::all(api.client().clone());
     let config = watcher::Config::default().fields("spec.nodeName!=");
     let mut stream = watcher(pods, config)
         .default_backoff()
@@ -198,14 +199,13 @@ pub(crate) async fn watch_pods(
                 continue;
             }
         };
-        let mut dispatch = |mut pod: Pod| {
+        let mut dispatch = |pod: lean::LeanPod| {
+            let pod = Pod::from(pod);
             let node = pod
                 .spec
                 .as_ref()
                 .and_then(|s| s.node_name.as_deref())
                 .and_then(|n| nodes.get(n))?;
-            // Pod tasks keep the latest object: drop what they never read.
-            pod.metadata.managed_fields = None;
             let uid = pod.metadata.uid.clone().unwrap_or_default();
             match tasks.get(&uid) {
                 Some(tx) => {
@@ -246,7 +246,7 @@ pub(crate) async fn watch_pods(
                 dispatch(pod);
             }
             watcher::Event::Delete(pod) => {
-                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                let uid = Pod::from(pod).metadata.uid.unwrap_or_default();
                 if let Some(tx) = tasks.remove(&uid) {
                     tx.send_replace(None);
                 }

@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
@@ -114,7 +114,7 @@ pub async fn run(
     tokio::spawn(
         sched
             .clone()
-            .watch_pods(Api::<Pod>::all(client.clone()), work.clone()),
+            .watch_pods(Api::all(client.clone()), work.clone()),
     );
     let mut lease_task = None;
     if options.leader_elect {

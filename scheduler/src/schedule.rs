@@ -206,8 +206,9 @@ impl Scheduler {
         }
     }
 
-    /// Watches pods until `shutdown`.
-    pub async fn watch_pods(self: Arc<Self>, api: Api<Pod>, shutdown: CancellationToken) {
+    /// Watches pods until `shutdown`; they are decoded without their managed fields
+    /// ([`lean::LeanPod`]), which the scheduler never reads.
+    pub async fn watch_pods(self: Arc<Self>, api: Api<lean::LeanPod>, shutdown: CancellationToken) {
         let mut stream = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
@@ -229,6 +230,7 @@ impl Scheduler {
             match ev {
                 Event::Init => seen = Some(HashSet::new()),
                 Event::InitApply(pod) => {
+                    let pod = Pod::from(pod);
                     if let Some(s) = seen.as_mut() {
                         s.insert(pod_key(&pod));
                     }
@@ -250,8 +252,8 @@ impl Scheduler {
                     drop(st);
                     self.mark_synced(false);
                 }
-                Event::Apply(pod) => self.on_pod(&mut st, pod),
-                Event::Delete(pod) => self.on_pod_delete(&mut st, &pod_key(&pod)),
+                Event::Apply(pod) => self.on_pod(&mut st, Pod::from(pod)),
+                Event::Delete(pod) => self.on_pod_delete(&mut st, &pod_key(&Pod::from(pod))),
             }
         }
     }

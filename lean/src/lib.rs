@@ -1,10 +1,12 @@
-//! Pods as the controllers' informers decode them: without `metadata.managedFields`.
+//! Pods as the API clients (controllers' informers, the scheduler, the simulated nodes)
+//! decode them: without `metadata.managedFields`.
 //!
-//! Upstream's controller manager strips managed fields from what its informers keep
-//! (client-go's `TransformStripManagedFields`); no controller reads them. Here they are not
-//! even decoded: a pod's `fieldsV1` trees are the largest part of its JSON and would be
-//! built into `serde_json::Value` maps on every watch event only to be dropped. [`LeanPod`]
-//! reads a Pod with the field skipped and converts into a plain [`Pod`] for the store.
+//! Upstream's controller manager and scheduler strip managed fields from what their
+//! informers keep (client-go's `TransformStripManagedFields`); no client of ours reads
+//! them. Here they are not even decoded: a pod's `fieldsV1` trees are the largest part of
+//! its JSON and would be built into `serde_json::Value` maps on every watch event only to
+//! be dropped. [`LeanPod`] reads a Pod with the field skipped and converts into a plain
+//! [`Pod`] for the reader's store.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +16,7 @@ use serde::Deserialize;
 
 /// A Pod read without its managed fields; becomes a [`Pod`] with `managed_fields: None`.
 #[derive(Clone, Debug, Default, Deserialize)]
-pub(crate) struct LeanPod {
+pub struct LeanPod {
     /// The pod's metadata (all but `managedFields`), kept as `ObjectMeta`.
     #[serde(default, deserialize_with = "lean_meta")]
     metadata: ObjectMeta,
