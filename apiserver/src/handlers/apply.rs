@@ -7,7 +7,7 @@ use http::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::{
-    PATCH_RETRIES, Query, Scope, create, field_validation, load, object, store_update,
+    PATCH_RETRIES, Query, Scope, create, field_validation_against, load, object, store_update,
     with_warnings,
 };
 use crate::error::{ApiError, Result};
@@ -62,7 +62,7 @@ pub(super) async fn apply(
         // (`subresource: status`); `store_update` keeps only status and the managedFields.
         let subresource = if scope == Scope::Status { "status" } else { "" };
         let merged = crate::apply::apply(r, &old, &config, &manager, force, name, subresource)?;
-        let (mut new, warnings) = field_validation(r, merged, q)?;
+        let (mut new, warnings) = field_validation_against(r, merged, Some(&old), q)?;
         crate::defaults::apply(r, &mut new);
         crate::quantity::canonicalize(r, &mut new)?;
         if let Some(m) = object::meta(&mut new) {
@@ -115,11 +115,16 @@ pub(super) fn record(
         crate::apply::record_update(r, new, old, q, headers);
         return;
     }
-    let mut scoped = old.clone();
-    match new.get("status") {
-        Some(s) => scoped.insert("status".into(), s.clone()),
-        None => scoped.remove("status"),
-    };
+    // What the entry is computed on: the stored managed fields and the new status (a
+    // status write owns nothing else), without copying the rest of the object.
+    let mut meta = Map::new();
+    if let Some(fields) = old.get("metadata").and_then(|m| m.get("managedFields")) {
+        meta.insert("managedFields".into(), fields.clone());
+    }
+    let mut scoped = Map::from_iter([("metadata".to_owned(), Value::Object(meta))]);
+    if let Some(s) = new.get("status") {
+        scoped.insert("status".into(), s.clone());
+    }
     crate::apply::record_subresource_update(r, &mut scoped, old, q, headers, "status");
     keep_managed_fields(new, &scoped);
 }

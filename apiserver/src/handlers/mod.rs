@@ -126,6 +126,18 @@ fn field_validation(
     obj: Map<String, Value>,
     q: &Query,
 ) -> Result<(Map<String, Value>, Vec<String>)> {
+    field_validation_against(r, obj, None, q)
+}
+
+/// [`field_validation`] of a write that changes `old` (a patch or an apply): only the
+/// top-level fields it changed are decoded (`typed::decode_changed`). Served conversions
+/// (events.k8s.io) decode whole.
+fn field_validation_against(
+    r: &ResourceInfo,
+    obj: Map<String, Value>,
+    old: Option<&Map<String, Value>>,
+    q: &Query,
+) -> Result<(Map<String, Value>, Vec<String>)> {
     let mode = q.get("fieldValidation").map_or("Warn", String::as_str);
     let cannot = |e: &str| {
         ApiError::BadRequest(format!(
@@ -133,8 +145,12 @@ fn field_validation(
             r.kind, r.version, r.kind
         ))
     };
-    let decoded =
-        crate::registry::typed::decode(r.group, r.version, r.kind, obj).map_err(|e| cannot(&e))?;
+    let typed = &crate::registry::typed::decode_changed;
+    let decoded = match old.filter(|_| !registry::convert::is_converted(r)) {
+        Some(old) => typed(r.group, r.version, r.kind, obj, old),
+        None => crate::registry::typed::decode(r.group, r.version, r.kind, obj),
+    }
+    .map_err(|e| cannot(&e))?;
     let unknown: Vec<String> = decoded
         .unknown
         .iter()
@@ -1175,23 +1191,28 @@ async fn patch(
         .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
     for _ in 0..PATCH_RETRIES {
         let (old, current) = load(ctx, r, namespace, name).await?;
-        let mut doc = Value::Object(old.clone());
-        match ctype.as_str() {
-            "application/merge-patch+json" => json_patch::merge(&mut doc, &patch),
+        let doc = match ctype.as_str() {
+            "application/merge-patch+json" => {
+                let mut doc = Value::Object(old.clone());
+                json_patch::merge(&mut doc, &patch);
+                doc
+            }
             "application/strategic-merge-patch+json" => {
-                doc = Value::Object(crate::patch::strategic_merge(r, old.clone(), &patch)?);
+                Value::Object(crate::patch::strategic_merge(r, old.clone(), &patch)?)
             }
             "application/json-patch+json" => {
                 let ops = apply::decode_json_patch(&patch)?;
+                let mut doc = Value::Object(old.clone());
                 crate::patch::json_patch(&mut doc, &ops)
                     .map_err(|e| apply::json_patch_error(&ops, &e))?;
+                doc
             }
             _ => {
                 return Err(ApiError::UnsupportedMediaType(
                     "application/json-patch+json, application/merge-patch+json".into(),
                 ));
             }
-        }
+        };
         let Value::Object(mut new) = doc else {
             return Err(ApiError::BadRequest(
                 "the patch did not produce an object".into(),
@@ -1199,7 +1220,7 @@ async fn patch(
         };
         apply::check_patched_type(r, &mut new, ctype.ends_with("strategic-merge-patch+json"))?;
         object::check_type(&mut new, r)?;
-        let (mut new, warnings) = field_validation(r, new, q)?;
+        let (mut new, warnings) = field_validation_against(r, new, Some(&old), q)?;
         crate::defaults::apply(r, &mut new);
         crate::quantity::canonicalize(r, &mut new)?;
         let wanted = object::meta_str(&new, "resourceVersion").to_owned();

@@ -72,6 +72,48 @@ pub fn decode(
     }
 }
 
+/// As [`decode`] for a write that changes the stored `old`: the top-level fields `obj`
+/// leaves equal to `old`'s are kept as they are and only the others go through the type.
+/// `old` was itself decoded when it was written, so its fields hold nothing unknown and
+/// are already in the type's form; a status patch then decodes the status alone, not the
+/// whole pod. Fields the type adds by default (a `metadata` the input lacked) are not
+/// taken from the partial decoding.
+pub fn decode_changed(
+    group: &str,
+    version: &str,
+    kind: &str,
+    obj: Map<String, Value>,
+    old: &Map<String, Value>,
+) -> Result<Decoded, String> {
+    let Some(rt) = lookup(group, version, kind) else {
+        return Ok(Decoded {
+            object: obj,
+            unknown: Vec::new(),
+        });
+    };
+    let (mut object, changed): (Map<String, Value>, Map<String, Value>) =
+        obj.into_iter().partition(|(k, v)| old.get(k) == Some(v));
+    if changed.is_empty() {
+        return Ok(Decoded {
+            object,
+            unknown: Vec::new(),
+        });
+    }
+    let input = Value::Object(changed);
+    let output = rt(&input).map_err(|e| e.to_string())?;
+    let mut unknown = Vec::new();
+    diff(&input, &output, &mut unknown);
+    let (Value::Object(input), Value::Object(mut output)) = (input, output) else {
+        return Err("decoded object is not a JSON object".into());
+    };
+    for k in input.keys() {
+        if let Some(v) = output.remove(k) {
+            object.insert(k.clone(), v);
+        }
+    }
+    Ok(Decoded { object, unknown })
+}
+
 /// Collects paths present in `input` but absent from `output`. Nulls count as absent on
 /// both sides (an explicit null is the same as an unset field). The path is kept as a stack
 /// of segments and only spelled out for an unknown field (most objects have none).
@@ -205,5 +247,38 @@ mod tests {
         let d = decode("", "v1", "Pod", obj(&input)).unwrap();
         assert!(d.unknown.is_empty(), "{:?}", d.unknown);
         assert_eq!(Value::Object(d.object), input);
+    }
+
+    #[test]
+    fn a_change_decodes_only_the_fields_it_changed() {
+        let old = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "resourceVersion": "5"},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+            "status": {"phase": "Pending"}
+        });
+        let mut new = old.clone();
+        new["status"] = json!({"phase": "Running", "podIP": "10.0.0.1", "bogus": true});
+        let d = decode_changed("", "v1", "Pod", obj(&new), &obj(&old)).unwrap();
+        assert_eq!(d.unknown, ["status.bogus"]);
+        let mut want = new.clone();
+        want["status"].as_object_mut().unwrap().remove("bogus");
+        assert_eq!(Value::Object(d.object.clone()), want);
+        // The same answer as decoding the whole object.
+        let whole = decode("", "v1", "Pod", obj(&new)).unwrap();
+        assert_eq!(whole.object, d.object);
+        assert_eq!(whole.unknown, d.unknown);
+        // A top-level field the write removed stays removed; an unknown one is dropped.
+        let mut new = old.clone();
+        new.as_object_mut().unwrap().remove("status");
+        new["extra"] = json!(1);
+        let d = decode_changed("", "v1", "Pod", obj(&new), &obj(&old)).unwrap();
+        assert_eq!(d.unknown, ["extra"]);
+        assert!(d.object.get("status").is_none() && d.object.get("extra").is_none());
+        assert_eq!(d.object["spec"], old["spec"]);
+        // Wrong types in a changed field are still errors.
+        let mut new = old.clone();
+        new["status"] = json!({"phase": 3});
+        assert!(decode_changed("", "v1", "Pod", obj(&new), &obj(&old)).is_err());
     }
 }
