@@ -460,6 +460,38 @@ fn bad_bodies_get_status_errors_and_nothing_is_stored() {
         .expect("kubectl");
     assert!(created && err.contains("unknown field \"bogus\""), "{err}");
     assert!(!ok(&s, &["get", "cm", "w", "-o", "json"]).contains("bogus"));
+    // A patch is checked the same way (only the fields it changes are decoded again):
+    // its unknown field is dropped with the warning, its known one stored.
+    let (patched, _, err) = s
+        .kubectl(&[
+            "patch",
+            "cm",
+            "w",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"a":"b"},"bogus":2}"#,
+        ])
+        .expect("kubectl");
+    assert!(patched && err.contains("unknown field \"bogus\""), "{err}");
+    let got = ok(&s, &["get", "cm", "w", "-o", "json"]);
+    assert!(
+        !got.contains("bogus") && got.contains(r#""a": "b""#),
+        "{got}"
+    );
+    let err = fails(
+        &s,
+        &[
+            "patch",
+            "cm",
+            "w",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"a":5}}"#,
+        ],
+    );
+    assert!(err.contains("cannot be handled as a ConfigMap"), "{err}");
 }
 
 #[test]
