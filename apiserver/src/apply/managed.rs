@@ -76,20 +76,29 @@ pub fn entries(obj: &Map<String, Value>) -> Vec<Entry> {
         .get("metadata")
         .and_then(|m| m.get("managedFields"))
         .and_then(Value::as_array);
-    let str_of = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
     list.into_iter()
         .flatten()
-        .filter_map(|e| {
-            Some(Entry {
-                manager: str_of(e, "manager"),
-                operation: str_of(e, "operation"),
-                api_version: str_of(e, "apiVersion"),
-                time: str_of(e, "time"),
-                subresource: str_of(e, "subresource"),
-                fields: Set::from_json(e.get("fieldsV1")?)?,
-            })
-        })
+        .filter_map(|e| entry_from(e, true))
         .collect()
+}
+
+/// One stored entry; its set is parsed only with `parse` (else left empty). `None` when
+/// the entry is malformed.
+fn entry_from(e: &Value, parse: bool) -> Option<Entry> {
+    let str_of = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let fields = e.get("fieldsV1")?;
+    Some(Entry {
+        manager: str_of("manager"),
+        operation: str_of("operation"),
+        api_version: str_of("apiVersion"),
+        time: str_of("time"),
+        subresource: str_of("subresource"),
+        fields: if parse {
+            Set::from_json(fields)?
+        } else {
+            Set::default()
+        },
+    })
 }
 
 /// Writes `entries` (those with fields) into `obj`'s metadata.
@@ -166,10 +175,43 @@ pub fn record_update(
         return;
     }
     let carried = given.is_some();
-    let mut list = entries(old);
-    // The stored entries as the request carried them back (the same JSON): an entry this
-    // write leaves alone is written back as it was instead of being rebuilt from its set.
-    // Only when every stored entry parsed, so that positions match.
+    let (old_part, new_part) = (
+        owned_part_in(old, subresource),
+        owned_part_in(new, subresource),
+    );
+    let changed = merge::changed(&old_part, &new_part, ty);
+    // Status entries and the others own disjoint parts: a write checks the part it sees.
+    let sees = |sub: &str| (subresource == "status") == (sub == "status");
+    let stored_list = stored.and_then(Value::as_array);
+    // The fields `new` still has; only needed when some entry is checked against them
+    // (never on a create).
+    let existing = stored_list
+        .into_iter()
+        .flatten()
+        .any(|e| sees(e.get("subresource").and_then(Value::as_str).unwrap_or("")))
+        .then(|| merge::existing(&new_part, ty));
+    // When the request carried the stored entries back, one this write cannot touch (none
+    // of its top-level fields changed, and it is not checked against `existing`) is
+    // written back as carried without parsing its set: a status write leaves the
+    // controller's entry for the spec alone.
+    let mut list = Vec::new();
+    let mut same = Vec::new();
+    let mut unparsed = Vec::new();
+    for raw in stored_list.into_iter().flatten() {
+        let sub = raw.get("subresource").and_then(Value::as_str).unwrap_or("");
+        let untouched = carried
+            && !changed.member
+            && !(existing.is_some() && sees(sub))
+            && raw
+                .get("fieldsV1")
+                .and_then(Value::as_object)
+                .is_some_and(|m| m.keys().all(|k| !changed.children.contains_key(k)));
+        if let Some(e) = entry_from(raw, !untouched) {
+            list.push(e);
+            same.push(untouched);
+            unparsed.push(untouched);
+        }
+    }
     let mut originals: Vec<Value> = match object_meta_mut(new).map(|m| m.remove("managedFields")) {
         Some(Some(Value::Array(a))) if carried && a.len() == list.len() => a,
         Some(Some(other)) => {
@@ -180,23 +222,18 @@ pub fn record_update(
         }
         _ => Vec::new(),
     };
-    let (old_part, new_part) = (
-        owned_part_in(old, subresource),
-        owned_part_in(new, subresource),
-    );
-    let changed = merge::changed(&old_part, &new_part, ty);
-    // Status entries and the others own disjoint parts: a write checks the part it sees.
-    let sees = |e: &Entry| (subresource == "status") == (e.subresource == "status");
-    // The fields `new` still has; only needed when some entry is checked against them
-    // (never on a create).
-    let existing = list
-        .iter()
-        .any(sees)
-        .then(|| merge::existing(&new_part, ty));
-    let mut same = vec![false; list.len()];
-    for (e, same) in list.iter_mut().zip(same.iter_mut()) {
+    if originals.is_empty() && unparsed.contains(&true) {
+        // Positions did not match after all: every set is needed.
+        list = entries(old);
+        same = vec![false; list.len()];
+        unparsed = vec![false; list.len()];
+    }
+    for ((e, same), unparsed) in list.iter_mut().zip(same.iter_mut()).zip(&unparsed) {
+        if *unparsed {
+            continue;
+        }
         let mut fields = e.fields.difference(&changed);
-        if let Some(existing) = existing.as_ref().filter(|_| sees(e)) {
+        if let Some(existing) = existing.as_ref().filter(|_| sees(&e.subresource)) {
             fields = fields.intersection(existing);
         }
         *same = fields == e.fields;
@@ -211,6 +248,15 @@ pub fn record_update(
         });
         match at {
             Some(i) => {
+                if unparsed.get(i) == Some(&true) {
+                    if let Some(fields) = stored_list
+                        .and_then(|l| l.get(i))
+                        .and_then(|e| e.get("fieldsV1"))
+                        .and_then(Set::from_json)
+                    {
+                        list[i].fields = fields;
+                    }
+                }
                 list[i].fields = list[i].fields.union(&changed);
                 list[i].time = now();
                 same[i] = false;
@@ -232,7 +278,7 @@ pub fn record_update(
     let out: Vec<Value> = list
         .iter()
         .enumerate()
-        .filter(|(_, e)| !e.fields.is_empty())
+        .filter(|(i, e)| same.get(*i) == Some(&true) || !e.fields.is_empty())
         .map(|(i, e)| match originals.get_mut(i) {
             Some(v) if same[i] => std::mem::take(v),
             _ => entry_json(e),
