@@ -248,14 +248,13 @@ pub fn record_update(
         });
         match at {
             Some(i) => {
-                if unparsed.get(i) == Some(&true) {
-                    if let Some(fields) = stored_list
+                if unparsed.get(i) == Some(&true)
+                    && let Some(fields) = stored_list
                         .and_then(|l| l.get(i))
                         .and_then(|e| e.get("fieldsV1"))
                         .and_then(Set::from_json)
-                    {
-                        list[i].fields = fields;
-                    }
+                {
+                    list[i].fields = fields;
                 }
                 list[i].fields = list[i].fields.union(&changed);
                 list[i].time = now();
