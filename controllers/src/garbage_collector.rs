@@ -232,10 +232,11 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
 
 /// What the graph reads of a watched object: its metadata. Watch events decode into this
 /// rather than a `DynamicObject` (whose flattened fields buffer the whole object, then build
-/// it as a JSON tree): spec and status are skipped unparsed. Pods pass here on every write.
+/// it as a JSON tree): spec, status and managed fields are skipped unparsed. Pods pass here
+/// on every write.
 #[derive(Clone, Debug, serde::Deserialize)]
 struct Observed {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lean::meta")]
     metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 }
 

@@ -18,7 +18,7 @@ use serde::Deserialize;
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct LeanPod {
     /// The pod's metadata (all but `managedFields`), kept as `ObjectMeta`.
-    #[serde(default, deserialize_with = "lean_meta")]
+    #[serde(default, deserialize_with = "meta")]
     metadata: ObjectMeta,
     spec: Option<PodSpec>,
     status: Option<PodStatus>,
@@ -44,7 +44,9 @@ struct Meta {
     uid: Option<String>,
 }
 
-fn lean_meta<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+/// Reads an `ObjectMeta` without its managed fields; for `#[serde(deserialize_with)]` on
+/// other lean readings (the garbage collector's view of every object's metadata).
+pub fn meta<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     let m = Meta::deserialize(d)?;
     Ok(ObjectMeta {
         annotations: m.annotations,

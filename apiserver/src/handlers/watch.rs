@@ -121,6 +121,45 @@ fn single_name_query(q: &Query, name: &str) -> Query {
     q
 }
 
+/// Event lines gathered into one response chunk, up to [`Chunk::MAX`] bytes.
+#[derive(Default)]
+struct Chunk {
+    lines: Vec<Bytes>,
+    size: usize,
+}
+
+impl Chunk {
+    /// Bytes past which a chunk is sent without waiting for the rest of the batch.
+    const MAX: usize = 256 * 1024;
+
+    /// Adds `line`; returns the chunk to send when it is full.
+    fn push(&mut self, line: Bytes) -> Option<Bytes> {
+        self.size += line.len();
+        self.lines.push(line);
+        if self.size >= Self::MAX {
+            self.take()
+        } else {
+            None
+        }
+    }
+
+    /// The gathered lines as one chunk (a single line is passed on uncopied).
+    fn take(&mut self) -> Option<Bytes> {
+        let size = std::mem::take(&mut self.size);
+        match self.lines.len() {
+            0 => None,
+            1 => self.lines.pop(),
+            _ => {
+                let mut out = bytes::BytesMut::with_capacity(size);
+                for l in self.lines.drain(..) {
+                    out.extend_from_slice(&l);
+                }
+                Some(out.freeze())
+            }
+        }
+    }
+}
+
 struct WatchTask {
     ctx: Arc<Ctx>,
     r: &'static ResourceInfo,
@@ -253,13 +292,22 @@ impl WatchTask {
             // Reading the window marks it seen, so `changed` below wakes for anything newer.
             let from_cache = match cache.since(next - 1) {
                 Some((events, covered)) => {
+                    // The events that arrived together leave in one chunk: one frame, one
+                    // TLS record and one write instead of one per event.
+                    let mut chunk = Chunk::default();
                     for e in events {
                         if let Some(line) = self.cached_line(&e)
-                            && !self.send(line).await
+                            && let Some(full) = chunk.push(line)
+                            && !self.send(full).await
                         {
                             return;
                         }
                         next = e.revision + 1;
+                    }
+                    if let Some(rest) = chunk.take()
+                        && !self.send(rest).await
+                    {
+                        return;
                     }
                     next = next.max(covered + 1);
                     true
@@ -369,5 +417,24 @@ impl WatchTask {
             }
         }
         Some(after)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_gather_lines_and_pass_a_single_one_on() {
+        let mut c = Chunk::default();
+        assert!(c.take().is_none());
+        assert!(c.push(Bytes::from_static(b"a\n")).is_none());
+        assert_eq!(c.take().as_deref(), Some(&b"a\n"[..]));
+        assert!(c.push(Bytes::from_static(b"a\n")).is_none());
+        assert!(c.push(Bytes::from_static(b"b\n")).is_none());
+        assert_eq!(c.take().as_deref(), Some(&b"a\nb\n"[..]));
+        let big = Bytes::from(vec![b'x'; Chunk::MAX]);
+        assert_eq!(c.push(big).map(|b| b.len()), Some(Chunk::MAX));
+        assert!(c.take().is_none());
     }
 }
