@@ -21,7 +21,9 @@ pub mod resource_quota;
 pub mod service_account;
 pub mod taint_nodes;
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -111,6 +113,7 @@ pub fn forbidden(
 /// informer listers.
 pub struct Lookup<'a> {
     storage: &'a Storage,
+    decoded: &'a Decoded,
 }
 
 impl Lookup<'_> {
@@ -120,7 +123,7 @@ impl Lookup<'_> {
             .storage
             .get_local(key)
             .map_err(|e| ApiError::Internal(e.to_string()))?;
-        Ok(stored.and_then(|s| serde_json::from_slice(&s.value).ok()))
+        Ok(stored.and_then(|s| self.decoded.decode(key, s.revision, &s.value)))
     }
 
     /// Every stored object under `prefix`.
@@ -128,8 +131,43 @@ impl Lookup<'_> {
         let (items, _) = self.storage.shared_list(prefix);
         items
             .into_iter()
-            .filter_map(|i| serde_json::from_slice(&i.value).ok())
+            .filter_map(|i| {
+                let key = std::str::from_utf8(&i.key).ok()?;
+                self.decoded.decode(key, i.revision, &i.value)
+            })
             .collect()
+    }
+}
+
+/// The objects plugins read most (the namespace of every pod, the priority classes, service
+/// accounts), kept decoded by key and revision: a lookup copies the tree instead of parsing
+/// the stored JSON again. Bounded: cleared when it reaches [`Decoded::MAX`] entries.
+#[derive(Default)]
+pub struct Decoded(std::sync::Mutex<HashMap<String, Revised>>);
+
+/// A decoded object and the revision it was stored at.
+type Revised = (i64, Arc<Map<String, Value>>);
+
+impl Decoded {
+    /// Entries kept before the memo starts over.
+    const MAX: usize = 4096;
+
+    /// `bytes` (stored under `key` at `revision`) decoded, from the memo when it has them.
+    fn decode(&self, key: &str, revision: i64, bytes: &[u8]) -> Option<Map<String, Value>> {
+        if let Ok(memo) = self.0.lock()
+            && let Some((rev, obj)) = memo.get(key)
+            && *rev == revision
+        {
+            return Some(obj.as_ref().clone());
+        }
+        let obj: Map<String, Value> = serde_json::from_slice(bytes).ok()?;
+        if let Ok(mut memo) = self.0.lock() {
+            if memo.len() >= Self::MAX {
+                memo.clear();
+            }
+            memo.insert(key.to_owned(), (revision, Arc::new(obj.clone())));
+        }
+        Some(obj)
     }
 }
 
@@ -274,6 +312,8 @@ impl AdmissionConfig {
 /// The enabled plugins, in order.
 pub struct Chain {
     storage: Storage,
+    /// Decoded objects plugins looked up.
+    decoded: Decoded,
     /// Whether `ResourceQuota` charges new objects ([`Chain::charge`]).
     quota: bool,
     mutating: Vec<Box<dyn MutatingAdmission>>,
@@ -321,6 +361,7 @@ impl Chain {
         );
         Ok(Chain {
             storage,
+            decoded: Decoded::default(),
             quota,
             mutating,
             validating,
@@ -416,6 +457,7 @@ impl Chain {
         };
         let lookup = Lookup {
             storage: &self.storage,
+            decoded: &self.decoded,
         };
         for plugin in &self.mutating {
             plugin.admit(&lookup, &attrs, obj.as_deref_mut(), old)?;
@@ -451,6 +493,7 @@ impl Chain {
         };
         let lookup = Lookup {
             storage: &self.storage,
+            decoded: &self.decoded,
         };
         for plugin in &self.validating {
             plugin.validate(&lookup, &attrs, obj, old)?;
@@ -572,5 +615,17 @@ mod tests {
             disable: vec!["PodSecurity".into()],
         };
         assert_eq!(off.enabled().unwrap().len(), 8);
+    }
+
+    #[test]
+    fn lookups_decode_each_stored_revision_once() {
+        let memo = Decoded::default();
+        let a = memo.decode("/k", 5, br#"{"a":1}"#).unwrap();
+        assert_eq!(a["a"], 1);
+        // Same key and revision: the memo answers (the bytes are not read again).
+        assert_eq!(memo.decode("/k", 5, b"not json"), Some(a));
+        // A newer revision is decoded from its bytes.
+        assert_eq!(memo.decode("/k", 6, br#"{"a":2}"#).unwrap()["a"], 2);
+        assert_eq!(memo.decode("/other", 6, b"not json"), None);
     }
 }
