@@ -121,11 +121,14 @@ fn single_name_query(q: &Query, name: &str) -> Query {
     q
 }
 
-/// Event lines gathered into one response chunk, up to [`Chunk::MAX`] bytes.
+/// Event lines gathered into one response chunk, up to [`Chunk::MAX`] bytes. The buffer is
+/// kept for the watch's life: once the response has taken a chunk's bytes the next chunk
+/// reuses the allocation instead of asking for fresh pages.
 #[derive(Default)]
 struct Chunk {
     lines: Vec<Bytes>,
     size: usize,
+    buf: bytes::BytesMut,
 }
 
 impl Chunk {
@@ -150,11 +153,11 @@ impl Chunk {
             0 => None,
             1 => self.lines.pop(),
             _ => {
-                let mut out = bytes::BytesMut::with_capacity(size);
+                self.buf.reserve(size);
                 for l in self.lines.drain(..) {
-                    out.extend_from_slice(&l);
+                    self.buf.extend_from_slice(&l);
                 }
-                Some(out.freeze())
+                Some(self.buf.split().freeze())
             }
         }
     }
@@ -288,13 +291,13 @@ impl WatchTask {
             .ctx
             .watch_cache
             .subscribe(&registry::prefix(self.r, ""), &stored_fields(self.r));
+        let mut chunk = Chunk::default();
         loop {
             // Reading the window marks it seen, so `changed` below wakes for anything newer.
             let from_cache = match cache.since(next - 1) {
                 Some((events, covered)) => {
                     // The events that arrived together leave in one chunk: one frame, one
                     // TLS record and one write instead of one per event.
-                    let mut chunk = Chunk::default();
                     for e in events {
                         if let Some(line) = self.cached_line(&e)
                             && let Some(full) = chunk.push(line)
