@@ -17,8 +17,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-/// Requests in flight at once for each lane (see [`Lane`]).
+/// Heartbeat requests in flight at once (see [`Lane`]).
 const MAX_IN_FLIGHT: usize = 24;
+/// Work requests (pod status above all) in flight at once: the fleet stands for many
+/// kubelets, each with its own connection, so pod status gets the widest lane.
+const MAX_WORK_IN_FLIGHT: usize = 64;
 /// Events in flight at once: they are best effort and must not crowd out pod status.
 const MAX_EVENTS_IN_FLIGHT: usize = 8;
 
@@ -142,7 +145,7 @@ impl FleetApi {
             impersonate,
             heartbeats: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
             events: Arc::new(Semaphore::new(MAX_EVENTS_IN_FLIGHT)),
-            work: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            work: Arc::new(Semaphore::new(MAX_WORK_IN_FLIGHT)),
         }
     }
 
