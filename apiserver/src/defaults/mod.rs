@@ -11,6 +11,7 @@
 //!   Namespace, Node, PersistentVolume, PersistentVolumeClaim, Endpoints, LimitRange).
 //! - `apps` — apps/v1 Deployment, ReplicaSet, StatefulSet, DaemonSet.
 //! - `batch` — batch/v1 Job and CronJob.
+//! - `autoscaling` — HorizontalPodAutoscaler, v1 and v2.
 //! - `pod` — everything under a pod spec (containers, probes, volumes), shared by all of them.
 //! - `image` — the image-reference parsing behind the `imagePullPolicy` default.
 //!
@@ -35,6 +36,7 @@
 //! `crate::quantity::canonicalize`, which the handlers call right after `apply`.
 
 mod apps;
+pub(crate) mod autoscaling;
 mod batch;
 mod core;
 mod image;
@@ -58,6 +60,7 @@ pub fn apply(r: &ResourceInfo, obj: &mut Map<String, Value>) {
         ("", "v1") => core::apply(r.kind, obj),
         ("apps", "v1") => apps::apply(r.kind, obj),
         ("batch", "v1") => batch::apply(r.kind, obj),
+        ("autoscaling", version) => autoscaling::apply(version, r.kind, obj),
         _ => {}
     }
 }

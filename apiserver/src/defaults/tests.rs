@@ -4,12 +4,11 @@
 use serde_json::{Value, json};
 
 use super::apply;
-use crate::registry::Registry;
+use crate::registry::catalog;
 
 /// Defaults `obj` as an object of `group/version` `plural` and returns it.
 fn defaulted(group: &str, version: &str, plural: &str, obj: Value) -> Value {
-    let registry = Registry::builtin();
-    let r = registry.find(group, version, plural).unwrap();
+    let r = catalog::find(group, version, plural).unwrap();
     let Value::Object(mut map) = obj else {
         panic!("not an object: {obj}");
     };
@@ -913,4 +912,76 @@ fn user_set_values_are_never_overwritten() {
 
     let pv = json!({"spec": {"persistentVolumeReclaimPolicy": "Delete", "volumeMode": "Block"}, "status": {"phase": "Bound"}});
     assert_eq!(defaulted("", "v1", "persistentvolumes", pv.clone()), pv);
+}
+
+#[test]
+fn hpa_v2_gets_min_replicas_and_the_cpu_metric_but_no_behavior() {
+    let got = defaulted(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        json!({"spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 5}}),
+    );
+    assert_eq!(
+        got,
+        json!({"spec": {
+            "scaleTargetRef": {"kind": "Deployment", "name": "web"},
+            "maxReplicas": 5,
+            "minReplicas": 1,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 80}}}],
+        }})
+    );
+}
+
+#[test]
+fn hpa_v2_behavior_is_filled_in_rule_by_rule() {
+    let got = defaulted(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        json!({"spec": {"maxReplicas": 5, "behavior": {}}}),
+    );
+    assert_eq!(
+        got["spec"]["behavior"],
+        json!({
+            "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
+                {"type": "Pods", "value": 4, "periodSeconds": 15},
+                {"type": "Percent", "value": 100, "periodSeconds": 15}]},
+            "scaleDown": {"selectPolicy": "Max", "policies": [
+                {"type": "Percent", "value": 100, "periodSeconds": 15}]},
+        })
+    );
+    let got = defaulted(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        json!({"spec": {"minReplicas": 0, "maxReplicas": 5,
+            "metrics": [{"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue", "averageValue": "1"}}}],
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60, "policies": []}}}}),
+    );
+    assert_eq!(got["spec"]["minReplicas"], json!(0));
+    assert_eq!(got["spec"]["metrics"][0]["type"], json!("Pods"));
+    assert_eq!(
+        got["spec"]["behavior"]["scaleDown"],
+        json!({"stabilizationWindowSeconds": 60, "policies": [], "selectPolicy": "Max"})
+    );
+    assert_eq!(
+        got["spec"]["behavior"]["scaleUp"]["selectPolicy"],
+        json!("Max")
+    );
+}
+
+#[test]
+fn hpa_v1_gets_min_replicas_only() {
+    let got = defaulted(
+        "autoscaling",
+        "v1",
+        "horizontalpodautoscalers",
+        json!({"spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 5}}),
+    );
+    assert_eq!(
+        got,
+        json!({"spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 5, "minReplicas": 1}})
+    );
 }
