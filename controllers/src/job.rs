@@ -3,7 +3,10 @@
 //! `batch.kubernetes.io/job-tracking` finalizer and `status.uncountedTerminatedPods`, retries
 //! failures with exponential backoff up to `backoffLimit`, honours `podFailurePolicy`,
 //! `activeDeadlineSeconds` and `suspend`, and finishes with upstream's conditions
-//! (SuccessCriteriaMet → Complete, FailureTarget → Failed). Upstream `pkg/controller/job`.
+//! (SuccessCriteriaMet → Complete, FailureTarget → Failed). Pods whose Job is gone (deleted,
+//! or orphaned by the garbage collector) or finished are released from the finalizer by a
+//! second queue of pod keys, as upstream's orphan queue, so they never stay Terminating.
+//! Upstream `pkg/controller/job`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -65,6 +68,8 @@ struct State {
     expectations: Arc<Mutex<HashMap<String, Expectation>>>,
     /// Pods whose finalizer this loop removed, per job key.
     released: Arc<Released>,
+    /// Keys of pods that may hold the tracking finalizer for no live Job.
+    orphans: Queue,
 }
 
 /// Pods whose tracking finalizer a sync removed (and counted) while the pod cache may still
@@ -127,13 +132,45 @@ fn has_tracking_finalizer(pod: &Pod) -> bool {
         .any(|f| f == TRACKING_FINALIZER)
 }
 
-/// The controlling owner reference's uid of an object.
-fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+/// The controlling owner reference of an object.
+fn controller_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
     meta.owner_references
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true))
-        .map(|o| o.uid.as_str())
+}
+
+/// The controlling owner reference's uid of an object.
+fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+    controller_ref(meta).map(|o| o.uid.as_str())
+}
+
+/// Whether `pod` holds the tracking finalizer for no live Job (upstream `syncOrphanPod`'s
+/// checks): it has no controller, or its controlling Job is gone (`job` is the Job of that
+/// name, if any) or finished. Pods controlled by anything but a batch/v1 Job are not ours.
+fn orphaned(pod: &Pod, job: Option<&Job>) -> bool {
+    if !has_tracking_finalizer(pod) {
+        return false;
+    }
+    let Some(owner) = controller_ref(&pod.metadata) else {
+        return true;
+    };
+    if owner.kind != "Job" || owner.api_version != "batch/v1" {
+        return false;
+    }
+    job.is_none_or(|j| {
+        j.metadata.uid.as_deref() != Some(owner.uid.as_str()) || job_finished(j).is_some()
+    })
+}
+
+/// The key of the Job controlling `pod` (by name), if a Job controls it.
+fn job_key_of(pod: &Pod) -> Option<String> {
+    let owner = controller_ref(&pod.metadata).filter(|o| o.kind == "Job")?;
+    Some(format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref()?,
+        owner.name
+    ))
 }
 
 /// The pod's phase.
@@ -568,6 +605,12 @@ fn stale(e: kube::Error) -> SyncResult {
 async fn sync(st: State, key: String) -> SyncResult {
     let Some(job) = informer::get(&st.jobs, &key) else {
         st.released.forget(&key);
+        // Upstream's `cleanupPodFinalizers`: the Job's pods go to the orphan queue.
+        for p in st.pods.state() {
+            if has_tracking_finalizer(&p) && job_key_of(&p).as_deref() == Some(key.as_str()) {
+                st.orphans.add(informer::key(p.as_ref()));
+            }
+        }
         return Ok(None);
     };
     let job = (*job).clone();
@@ -839,7 +882,7 @@ async fn sync(st: State, key: String) -> SyncResult {
                 )
                 .await;
         }
-    } else if expectations_met {
+    } else if expectations_met && job.metadata.deletion_timestamp.is_none() {
         if condition_true(&status, "Suspended").is_some() {
             set_condition(
                 &mut status,
@@ -962,9 +1005,62 @@ async fn sync(st: State, key: String) -> SyncResult {
     Ok(requeue)
 }
 
+/// Releases pod `key` from the tracking finalizer if it is still orphaned (upstream
+/// `syncOrphanPod`). A Job the cache does not show is looked up, in case the cache is behind.
+async fn sync_orphan(st: State, key: String) -> SyncResult {
+    let Some(pod) = informer::get(&st.pods, &key) else {
+        return Ok(None);
+    };
+    let mut job = job_key_of(&pod)
+        .and_then(|k| informer::get(&st.jobs, &k))
+        .map(|j| (*j).clone());
+    if let Some(owner) = controller_ref(&pod.metadata).filter(|o| o.kind == "Job")
+        && job
+            .as_ref()
+            .is_none_or(|j| j.metadata.uid.as_deref() != Some(owner.uid.as_str()))
+    {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let api: Api<Job> = Api::namespaced(st.ctx.client.clone(), ns);
+        job = api.get_opt(&owner.name).await?;
+    }
+    if !orphaned(&pod, job.as_ref()) {
+        return Ok(None);
+    }
+    tracing::debug!(pod = %key, "job: releasing an orphan pod from the tracking finalizer");
+    if st.remove_finalizer(&pod).await? {
+        Ok(None)
+    } else {
+        // The cache is behind the pod: look again once it caught up.
+        Ok(Some(Duration::from_millis(200)))
+    }
+}
+
+/// The pod event handler: wakes the controlling Job, and queues pods that may be orphans
+/// (upstream's `addPod`/`updatePod`/`deletePod`: a pod without a controller, or a deleted
+/// pod whose Job is gone or finished).
+fn pod_handler(queue: Queue, orphans: Queue, jobs: Store<Job>) -> informer::Handler<Pod> {
+    let by_controller = informer::enqueue_controller::<Pod>("Job", queue);
+    Box::new(move |old: Option<&Pod>, new: Option<&Pod>| {
+        by_controller(old, new);
+        let Some(pod) = new else { return };
+        if !has_tracking_finalizer(pod) {
+            return;
+        }
+        // A live pod whose Job the cache does not show yet is not an orphan.
+        if controller_ref(&pod.metadata).is_some() && pod.metadata.deletion_timestamp.is_none() {
+            return;
+        }
+        let job = job_key_of(pod).and_then(|k| informer::get(&jobs, &k));
+        if orphaned(pod, job.as_deref()) {
+            orphans.add(informer::key(pod));
+        }
+    })
+}
+
 /// Runs until `shutdown`.
 async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let queue = Queue::default();
+    let orphans = Queue::default();
     let jobs = ctx
         .informers
         .watch::<Job>(informer::enqueue_key(queue.clone()), &shutdown)
@@ -972,7 +1068,7 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let pods = ctx
         .informers
         .watch::<Pod>(
-            informer::enqueue_controller("Job", queue.clone()),
+            pod_handler(queue.clone(), orphans.clone(), jobs.clone()),
             &shutdown,
         )
         .await;
@@ -989,11 +1085,17 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
         pods,
         expectations: Arc::default(),
         released: Arc::default(),
+        orphans: orphans.clone(),
     };
-    run_workers(&ctx, &queue, WORKERS, &shutdown, move |key| {
-        sync(st.clone(), key)
-    })
-    .await;
+    let orphan_st = st.clone();
+    tokio::join!(
+        run_workers(&ctx, &queue, WORKERS, &shutdown, move |key| {
+            sync(st.clone(), key)
+        }),
+        run_workers(&ctx, &orphans, 1, &shutdown, move |key| {
+            sync_orphan(orphan_st.clone(), key)
+        }),
+    );
     Ok(())
 }
 
@@ -1046,6 +1148,58 @@ mod tests {
             p.metadata.finalizers,
             Some(vec![TRACKING_FINALIZER.to_owned()])
         );
+    }
+
+    #[test]
+    fn pods_of_a_gone_or_finished_job_or_without_a_controller_are_orphans() {
+        let job = |uid: &str, finished: bool| Job {
+            metadata: ObjectMeta {
+                name: Some("j".into()),
+                uid: Some(uid.into()),
+                ..ObjectMeta::default()
+            },
+            status: finished.then(|| JobStatus {
+                conditions: Some(vec![JobCondition {
+                    type_: "Complete".into(),
+                    status: "True".into(),
+                    ..JobCondition::default()
+                }]),
+                ..JobStatus::default()
+            }),
+            ..Job::default()
+        };
+        let pod = |kind: &str, finalizer: bool| Pod {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                finalizers: finalizer.then(|| vec![TRACKING_FINALIZER.to_owned()]),
+                owner_references: (!kind.is_empty()).then(|| {
+                    vec![OwnerReference {
+                        api_version: if kind == "Job" { "batch/v1" } else { "apps/v1" }.into(),
+                        kind: kind.into(),
+                        name: "j".into(),
+                        uid: "u1".into(),
+                        controller: Some(true),
+                        block_owner_deletion: None,
+                    }]
+                }),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        };
+        let live = job("u1", false);
+        // Its Job is alive: not an orphan.
+        assert!(!orphaned(&pod("Job", true), Some(&live)));
+        // Gone, replaced by a Job of the same name, or finished: orphans.
+        assert!(orphaned(&pod("Job", true), None));
+        assert!(orphaned(&pod("Job", true), Some(&job("u2", false))));
+        assert!(orphaned(&pod("Job", true), Some(&job("u1", true))));
+        // No controller (orphaned by the garbage collector): an orphan.
+        assert!(orphaned(&pod("", true), None));
+        // Another kind's pod, or no finalizer: nothing to do.
+        assert!(!orphaned(&pod("ReplicaSet", true), None));
+        assert!(!orphaned(&pod("Job", false), None));
+        assert_eq!(job_key_of(&pod("Job", true)).as_deref(), Some("ns/j"));
+        assert_eq!(job_key_of(&pod("ReplicaSet", true)), None);
     }
 
     #[test]

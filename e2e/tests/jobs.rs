@@ -2,6 +2,8 @@
 //! (`kubectl wait --for=condition=complete`), a failing Job stops at its backoffLimit with
 //! upstream's BackoffLimitExceeded condition, an Indexed Job completes every index, a
 //! podFailurePolicy FailJob rule fails at once, and a suspended Job runs nothing until resumed.
+//! Pods of a deleted Job that never ran are released from the tracking finalizer (upstream's
+//! orphan pods), whatever the cascade, so they and their namespace go away.
 
 use std::time::{Duration, Instant};
 
@@ -277,4 +279,139 @@ spec:
             "no {reason} event: {events}"
         );
     }
+}
+
+/// Names of the pods of Job `job` in namespace `ns` that still carry the tracking finalizer,
+/// and how many pods it has.
+fn tracked_pods(s: &e2e::ServerProcess, ns: &str, job: &str) -> (usize, usize) {
+    let pods = json(
+        s,
+        &[
+            "get",
+            "pods",
+            "-n",
+            ns,
+            "-l",
+            &format!("job-name={job}"),
+            "-o",
+            "json",
+        ],
+    );
+    let items = pods["items"].as_array().cloned().unwrap_or_default();
+    let tracked = items
+        .iter()
+        .filter(|p| {
+            p["metadata"]["finalizers"]
+                .to_string()
+                .contains("batch.kubernetes.io/job-tracking")
+        })
+        .count();
+    (items.len(), tracked)
+}
+
+#[test]
+fn deleting_a_job_whose_pods_never_ran_releases_them_and_the_namespace_can_go() {
+    let (_dir, s) = cluster();
+    ok(&s, &["create", "namespace", "stuck"]);
+    // A node selector no node matches: the pods stay Pending, never scheduled.
+    let pending = |name: &str| {
+        format!(
+            r#"apiVersion: batch/v1
+kind: Job
+metadata: {{name: {name}, namespace: stuck}}
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {{no-such-label: nowhere}}
+      containers: [{{name: c, image: busybox, command: ["sh", "-c", "sleep 1"]}}]
+"#
+        )
+    };
+    for name in ["bg", "fg", "orphaned"] {
+        apply(&s, &pending(name));
+    }
+    for name in ["bg", "fg", "orphaned"] {
+        wait_for(&s, 60, &format!("two tracked pods of job {name}"), || {
+            (tracked_pods(&s, "stuck", name) == (2, 2)).then_some(())
+        });
+    }
+    let phases = ok(
+        &s,
+        &[
+            "get",
+            "pods",
+            "-n",
+            "stuck",
+            "-o",
+            "jsonpath={.items[*].status.phase}",
+        ],
+    );
+    assert!(
+        phases.split_whitespace().all(|p| p == "Pending"),
+        "{phases}"
+    );
+
+    // kubectl's default cascade (background): the garbage collector deletes the pods, the
+    // Job controller releases them, they go.
+    ok(&s, &["delete", "job", "bg", "-n", "stuck"]);
+    wait_for(&s, 60, "the pods of job bg to go", || {
+        (tracked_pods(&s, "stuck", "bg").0 == 0).then_some(())
+    });
+    // Foreground: the Job waits for its pods, which must not wait for it.
+    ok(
+        &s,
+        &[
+            "delete",
+            "job",
+            "fg",
+            "-n",
+            "stuck",
+            "--cascade=foreground",
+            "--timeout=60s",
+        ],
+    );
+    wait_for(&s, 60, "the pods of job fg to go", || {
+        (tracked_pods(&s, "stuck", "fg").0 == 0).then_some(())
+    });
+    // Orphaned: the pods stay, without the Job's finalizer or owner.
+    ok(
+        &s,
+        &[
+            "delete",
+            "job",
+            "orphaned",
+            "-n",
+            "stuck",
+            "--cascade=orphan",
+        ],
+    );
+    wait_for(&s, 60, "the pods of job orphaned released", || {
+        (tracked_pods(&s, "stuck", "orphaned") == (2, 0)).then_some(())
+    });
+    let owners = ok(
+        &s,
+        &[
+            "get",
+            "pods",
+            "-n",
+            "stuck",
+            "-l",
+            "job-name=orphaned",
+            "-o",
+            "jsonpath={.items[*].metadata.ownerReferences}",
+        ],
+    );
+    assert!(owners.trim().is_empty(), "{owners}");
+
+    // Nothing holds the namespace any more.
+    ok(&s, &["delete", "namespace", "stuck", "--timeout=90s"]);
+    wait_for(&s, 90, "namespace stuck to go", || {
+        let (found, _, _) = s
+            .kubectl(&["get", "namespace", "stuck"])
+            .expect("kubectl runs");
+        (!found).then_some(())
+    });
 }
