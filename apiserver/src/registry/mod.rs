@@ -1,10 +1,12 @@
 //! The registry: which resources this server serves, and how an object of each is keyed.
 //!
 //! One generic code path serves every resource (`crate::handlers`); a resource is only a
-//! [`catalog::ResourceInfo`] row. Every stored built-in kind is served at its preferred
-//! version; a resource that upstream stores as another resource's objects
-//! (`events.k8s.io/v1` events: core/v1 Events) shares that resource's keys and is converted
-//! on the way in and out ([`convert`]).
+//! [`catalog::ResourceInfo`] row. Every stored built-in kind is served at every version
+//! kube-apiserver v1.33 serves by default (the catalog's rows: `autoscaling/v2` and
+//! `autoscaling/v1` HPAs are the one kind with two); a resource that upstream stores as
+//! another resource's objects (`events.k8s.io/v1` events: core/v1 Events; `autoscaling/v1`
+//! HPAs: `autoscaling/v2` ones) shares that resource's keys and is converted on the way in and
+//! out ([`convert`]).
 
 pub mod catalog;
 pub mod convert;
@@ -40,7 +42,7 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Every stored built-in resource, at its preferred (first-listed) version.
+    /// Every stored built-in resource at every version the catalog lists (preferred first).
     pub fn builtin() -> Self {
         let mut served: Vec<&'static ResourceInfo> = Vec::new();
         let mut reviews: Vec<&'static ResourceInfo> = Vec::new();
@@ -54,12 +56,6 @@ impl Registry {
             }
             if !matches!(r.kind_class, KindClass::Stored) {
                 continue;
-            }
-            if served
-                .iter()
-                .any(|s| s.group == r.group && s.plural == r.plural)
-            {
-                continue; // a later (non-preferred) version of a resource already served
             }
             served.push(r);
         }

@@ -1,12 +1,20 @@
 //! Resources served as another version of a stored resource, and the conversion between the
 //! served and the stored form.
 //!
-//! Today this is `events.k8s.io/v1` Event, which upstream stores as core/v1 Event under the
-//! core events' keys (`pkg/apis/events/v1/conversion.go`): both APIs read and write the same
-//! objects. Objects are converted where they enter storage ([`to_storage`]) and where they
-//! leave it ([`from_storage`]); field selectors are translated to the stored form
-//! ([`field_label_to_storage`]), so the watch cache of the stored resource serves both.
-//! Every other resource is stored as served and both functions are the identity.
+//! Two resources are served this way, each over one stored resource, so both APIs read and
+//! write the same objects and one watch cache serves both:
+//!
+//! - `events.k8s.io/v1` Event, which upstream stores as core/v1 Event under the core events'
+//!   keys (`pkg/apis/events/v1/conversion.go`): fields renamed;
+//! - `autoscaling/v1` HorizontalPodAutoscaler, stored as `autoscaling/v2` (upstream's storage
+//!   version) under the same keys: [`hpa`] (v2-only fields kept in annotations, as upstream).
+//!
+//! Objects are converted where they enter storage ([`to_storage`]) and where they leave it
+//! ([`from_storage`]); field selectors are translated to the stored form
+//! ([`field_label_to_storage`]). Every other resource is stored as served and both functions
+//! are the identity.
+
+pub mod hpa;
 
 use serde_json::{Map, Value, json};
 
@@ -41,17 +49,34 @@ const EVENT_LABELS: &[(&str, &str)] = &[
     ("reportingController", "reportingComponent"),
 ];
 
+/// How a served resource is converted to its stored one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Conversion {
+    /// `events.k8s.io/v1` Event ↔ core/v1 Event.
+    Event,
+    /// `autoscaling/v1` HorizontalPodAutoscaler ↔ `autoscaling/v2`.
+    HpaV1,
+}
+
+/// The conversion `r` is served through, if any.
+fn conversion(r: &ResourceInfo) -> Option<Conversion> {
+    match (r.group, r.version, r.plural) {
+        ("events.k8s.io", _, "events") => Some(Conversion::Event),
+        ("autoscaling", "v1", "horizontalpodautoscalers") => Some(Conversion::HpaV1),
+        _ => None,
+    }
+}
+
 /// Whether `r` is served as a conversion of another resource's stored objects.
 pub fn is_converted(r: &ResourceInfo) -> bool {
-    r.group == "events.k8s.io" && r.plural == "events"
+    conversion(r).is_some()
 }
 
 /// The resource whose stored objects `r` serves, when that is not `r` itself.
 pub fn storage_resource(r: &ResourceInfo) -> Option<&'static ResourceInfo> {
-    if is_converted(r) {
-        catalog::find("", "v1", "events")
-    } else {
-        None
+    match conversion(r)? {
+        Conversion::Event => catalog::find("", "v1", "events"),
+        Conversion::HpaV1 => catalog::find("autoscaling", "v2", "horizontalpodautoscalers"),
     }
 }
 
@@ -79,6 +104,9 @@ pub fn to_storage(r: &ResourceInfo, mut obj: Map<String, Value>) -> Map<String, 
     let Some(s) = storage_resource(r) else {
         return obj;
     };
+    if conversion(r) == Some(Conversion::HpaV1) {
+        return hpa::to_v2(obj);
+    }
     rename(&mut obj, EVENT_FIELDS.iter().copied());
     obj.insert("apiVersion".into(), json!(super::api_version(s)));
     obj.insert("kind".into(), json!(s.kind));
@@ -99,8 +127,10 @@ pub fn storage_form<'a>(
 
 /// A stored object converted to the form `r` serves.
 pub fn from_storage(r: &ResourceInfo, mut obj: Map<String, Value>) -> Map<String, Value> {
-    if !is_converted(r) {
-        return obj;
+    match conversion(r) {
+        None => return obj,
+        Some(Conversion::HpaV1) => return hpa::to_v1(obj),
+        Some(Conversion::Event) => {}
     }
     rename(&mut obj, EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)));
     obj.insert("apiVersion".into(), json!(super::api_version(r)));
@@ -110,7 +140,7 @@ pub fn from_storage(r: &ResourceInfo, mut obj: Map<String, Value>) -> Map<String
 
 /// The field selector label of the stored form for `r`'s label `label`.
 pub fn field_label_to_storage<'a>(r: &ResourceInfo, label: &'a str) -> &'a str {
-    if !is_converted(r) {
+    if conversion(r) != Some(Conversion::Event) {
         return label;
     }
     EVENT_LABELS
