@@ -66,6 +66,11 @@ pub struct Options {
     /// marked Unknown (kube-controller-manager's flag and default).
     #[arg(long, default_value = "40s", value_parser = node_lifecycle::parse_duration)]
     pub node_monitor_grace_period: Duration,
+    /// How long a node that never posted status may go, from its creation, before its
+    /// conditions are set Unknown ("NodeStatusNeverUpdated"; kube-controller-manager's flag
+    /// and default).
+    #[arg(long, default_value = "1m", value_parser = node_lifecycle::parse_duration)]
+    pub node_startup_grace_period: Duration,
     /// Terminated pods kept before the pod garbage collector deletes the oldest (0: never).
     #[arg(long, default_value_t = 12500)]
     pub terminated_pod_gc_threshold: usize,
@@ -80,6 +85,7 @@ impl Default for Options {
             use_service_account_credentials: true,
             kubeconfig: None,
             node_monitor_grace_period: Duration::from_secs(40),
+            node_startup_grace_period: Duration::from_secs(60),
             terminated_pod_gc_threshold: 12500,
         }
     }

@@ -1,7 +1,9 @@
 //! The node lifecycle controller (`nodelifecycle`, with upstream's taint-eviction controller
 //! folded in): a node whose kubelet stops renewing its Lease and posting status for
 //! `--node-monitor-grace-period` gets every condition set to Unknown ("NodeStatusUnknown",
-//! "Kubelet stopped posting node status."), the `node.kubernetes.io/unreachable` (or, when
+//! "Kubelet stopped posting node status."; a node that never posted status gets them
+//! `--node-startup-grace-period` after its creation, "NodeStatusNeverUpdated"), the
+//! `node.kubernetes.io/unreachable` (or, when
 //! Ready=False, `not-ready`) NoSchedule and NoExecute taints, and its pods Ready=False; pods
 //! that do not tolerate a NoExecute taint, or tolerate it only for `tolerationSeconds`, are
 //! evicted (DisruptionTarget condition, then deleted). Upstream `pkg/controller/nodelifecycle`
@@ -90,25 +92,19 @@ fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
         .find(|c| c.type_ == type_)
 }
 
-/// The Ready condition's status (`Unknown` when absent).
-fn ready_status(node: &Node) -> &str {
-    condition(node, "Ready").map_or("Unknown", |c| c.status.as_str())
-}
-
-/// The conditions to post for a node that stopped reporting: every known condition Unknown.
+/// The conditions to post for a node that stopped reporting (upstream `tryUpdateNodeHealth`):
+/// every known condition Unknown; those the kubelet never posted are added
+/// ("NodeStatusNeverUpdated", heartbeat at the node's creation), those already Unknown kept.
 fn unknown_conditions(node: &Node, now: Timestamp) -> Vec<NodeCondition> {
     CONDITION_TYPES
         .iter()
         .map(|t| match condition(node, t) {
+            Some(c) if c.status == "Unknown" => c.clone(),
             Some(c) => NodeCondition {
                 status: "Unknown".to_owned(),
                 reason: Some("NodeStatusUnknown".to_owned()),
                 message: Some("Kubelet stopped posting node status.".to_owned()),
-                last_transition_time: if c.status == "Unknown" {
-                    c.last_transition_time.clone()
-                } else {
-                    Some(Time(now))
-                },
+                last_transition_time: Some(Time(now)),
                 ..c.clone()
             },
             None => NodeCondition {
@@ -116,11 +112,23 @@ fn unknown_conditions(node: &Node, now: Timestamp) -> Vec<NodeCondition> {
                 status: "Unknown".to_owned(),
                 reason: Some("NodeStatusNeverUpdated".to_owned()),
                 message: Some("Kubelet never posted node status.".to_owned()),
-                last_heartbeat_time: Some(Time(now)),
+                last_heartbeat_time: Some(
+                    node.metadata
+                        .creation_timestamp
+                        .clone()
+                        .unwrap_or(Time(now)),
+                ),
                 last_transition_time: Some(Time(now)),
             },
         })
         .collect()
+}
+
+/// Whether posting [`unknown_conditions`] would change the node.
+fn needs_unknown(node: &Node) -> bool {
+    CONDITION_TYPES
+        .iter()
+        .any(|t| condition(node, t).is_none_or(|c| c.status != "Unknown"))
 }
 
 /// The node's taints with the not-ready/unreachable ones matching its Ready status.
@@ -130,10 +138,12 @@ fn desired_taints(node: &Node, now: Timestamp) -> Vec<Taint> {
         .as_ref()
         .and_then(|s| s.taints.clone())
         .unwrap_or_default();
-    let want_key = match ready_status(node) {
-        "True" => None,
-        "False" => Some(NOT_READY),
-        _ => Some(UNREACHABLE),
+    // No Ready condition yet (a node that never posted status): no taint of ours, as
+    // upstream's tainting passes, which look only at posted conditions.
+    let want_key = match condition(node, "Ready").map(|c| c.status.as_str()) {
+        None | Some("True") => None,
+        Some("False") => Some(NOT_READY),
+        Some(_) => Some(UNREACHABLE),
     };
     let mut out: Vec<Taint> = current
         .iter()
@@ -230,6 +240,8 @@ struct Monitor {
     tainted_since: HashMap<String, Instant>,
     /// `--node-monitor-grace-period`.
     grace: Duration,
+    /// `--node-startup-grace-period`.
+    startup_grace: Duration,
 }
 
 impl Monitor {
@@ -254,17 +266,34 @@ impl Monitor {
                     .and_then(|s| s.renew_time.as_ref())
                     .map(|t| t.0),
             );
-            let h = self.health.entry(name.clone()).or_insert(Health {
-                heartbeat: hb,
-                probe: now_i,
+            // A node that never posted status is probed from its creation, with the startup
+            // grace (upstream's fake Ready condition at the node's creationTimestamp).
+            let never_posted = condition(&node, "Ready").is_none();
+            let grace = if never_posted {
+                self.startup_grace
+            } else {
+                self.grace
+            };
+            let h = self.health.entry(name.clone()).or_insert_with(|| {
+                let age = node
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .filter(|_| never_posted)
+                    .map(|c| now.duration_since(c.0).as_secs_f64().max(0.0))
+                    .map_or(Duration::ZERO, Duration::from_secs_f64);
+                Health {
+                    heartbeat: hb,
+                    probe: now_i.checked_sub(age).unwrap_or(now_i),
+                }
             });
             if h.heartbeat != hb {
                 h.heartbeat = hb;
                 h.probe = now_i;
             }
-            let stale = now_i.duration_since(h.probe) > self.grace;
+            let stale = now_i.duration_since(h.probe) > grace;
             let mut node = (*node).clone();
-            if stale && ready_status(&node) != "Unknown" {
+            if stale && needs_unknown(&node) {
                 let conditions = unknown_conditions(&node, now);
                 let patch = json!({"status": {"conditions": conditions}});
                 let api: Api<Node> = Api::all(self.ctx.client.clone());
@@ -292,7 +321,7 @@ impl Monitor {
                 }
             }
             self.taint(&node, now).await;
-            if ready_status(&node) != "True" {
+            if condition(&node, "Ready").is_some_and(|c| c.status != "True") {
                 self.mark_pods_not_ready(&name, now).await;
             }
         }
@@ -453,9 +482,15 @@ async fn sync_taints(client: &kube::Client, node: &Node, now: Timestamp) -> kube
     let Some(name) = node.metadata.name.as_deref() else {
         return Ok(());
     };
+    // No taints left: the field goes, as upstream's patches leave it.
+    let taints = if want.is_empty() {
+        serde_json::Value::Null
+    } else {
+        json!(want)
+    };
     let patch = json!({
         "metadata": {"resourceVersion": node.metadata.resource_version},
-        "spec": {"taints": want},
+        "spec": {"taints": taints},
     });
     let api: Api<Node> = Api::all(client.clone());
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -492,6 +527,7 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
         } => r?,
     }
     let grace = ctx.options.node_monitor_grace_period;
+    let startup_grace = ctx.options.node_startup_grace_period;
     // Upstream's --node-monitor-period is 5 s; never slower than a quarter of the grace.
     let period = Duration::from_secs(5)
         .min(grace / 4)
@@ -504,6 +540,7 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
         health: HashMap::new(),
         tainted_since: HashMap::new(),
         grace,
+        startup_grace,
     };
     let (ctx, c, store) = (
         monitor.ctx.clone(),
@@ -592,6 +629,55 @@ mod tests {
         assert_eq!(back.len(), 1);
         let nr = desired_taints(&node("False", vec![taint(UNREACHABLE, "NoExecute")]), now);
         assert!(nr.iter().all(|t| t.key == NOT_READY));
+    }
+
+    #[test]
+    fn a_node_that_never_posted_status_gets_never_updated_conditions_and_no_early_taint() {
+        let now = Timestamp::now();
+        let created = Time(Timestamp::UNIX_EPOCH);
+        let mut bare = Node::default();
+        bare.metadata.creation_timestamp = Some(created.clone());
+        bare.spec = Some(NodeSpec {
+            taints: Some(vec![taint(UNREACHABLE, "NoSchedule")]),
+            ..NodeSpec::default()
+        });
+        // Before any condition: none of our taints.
+        assert!(desired_taints(&bare, now).is_empty());
+        assert!(needs_unknown(&bare));
+        let conds = unknown_conditions(&bare, now);
+        let types: Vec<_> = conds.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, CONDITION_TYPES);
+        for c in &conds {
+            assert_eq!(c.status, "Unknown");
+            assert_eq!(c.reason.as_deref(), Some("NodeStatusNeverUpdated"));
+            assert_eq!(
+                c.message.as_deref(),
+                Some("Kubelet never posted node status.")
+            );
+            assert_eq!(c.last_heartbeat_time.as_ref(), Some(&created));
+        }
+        // Posted: Unknown everywhere, nothing more to post; tainted unreachable.
+        bare.status = Some(NodeStatus {
+            conditions: Some(conds.clone()),
+            ..NodeStatus::default()
+        });
+        assert!(!needs_unknown(&bare));
+        assert_eq!(unknown_conditions(&bare, now), conds);
+        let keys: Vec<_> = desired_taints(&bare, now)
+            .into_iter()
+            .map(|t| (t.key, t.effect))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                (UNREACHABLE.to_owned(), "NoSchedule".to_owned()),
+                (UNREACHABLE.to_owned(), "NoExecute".to_owned())
+            ]
+        );
+        // A kubelet's stale True condition turns Unknown with "stopped posting".
+        let stale = node("True", vec![]);
+        let c = &unknown_conditions(&stale, now)[0];
+        assert_eq!(c.reason.as_deref(), Some("NodeStatusUnknown"));
     }
 
     #[test]

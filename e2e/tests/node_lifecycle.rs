@@ -2,7 +2,9 @@
 //! becomes Unknown/NotReady with upstream's condition reason and message, gets the
 //! `node.kubernetes.io/unreachable` NoSchedule and NoExecute taints, its pods turn Ready=False
 //! and, after their `tolerationSeconds`, are evicted (DisruptionTarget, deleted) and recreated
-//! on a healthy node by their ReplicaSet.
+//! on a healthy node by their ReplicaSet. A Node created with kubectl, that never posts
+//! status, gets Unknown conditions ("NodeStatusNeverUpdated") after the startup grace period
+//! and the unreachable taints.
 
 use std::process::{Child, Command, Stdio};
 
@@ -323,4 +325,82 @@ spec:
             .count();
         (running == 3 && on_node(&s, &node) == 0).then_some(())
     });
+}
+
+#[test]
+fn a_node_that_never_posts_status_gets_unknown_conditions_and_unreachable_taints() {
+    let (_dir, s) = e2e::cli::cluster();
+    let (created, _, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["create", "-f", "-"],
+            Some("apiVersion: v1\nkind: Node\nmetadata:\n  name: silent\n"),
+        )
+        .expect("kubectl runs");
+    assert!(created, "{err}");
+    // Within its startup grace period (upstream's 1 minute): no conditions, and the
+    // `not-ready` taint admission gave it goes (no Ready condition maps to no taint).
+    let n = json(&s, &["get", "node", "silent", "-o", "json"]);
+    assert!(n["status"]["conditions"].is_null(), "{n}");
+    assert!(!n["spec"].to_string().contains("unreachable"), "{n}");
+    wait_for(&s, 30, "the not-ready taint to go", || {
+        let n = json(&s, &["get", "node", "silent", "-o", "json"]);
+        (n["spec"]["taints"].is_null() && n["status"]["conditions"].is_null()).then_some(())
+    });
+
+    let n = wait_for(&s, 150, "node silent to get conditions", || {
+        let n = json(&s, &["get", "node", "silent", "-o", "json"]);
+        let taints = n["spec"]["taints"].as_array().map_or(0, Vec::len);
+        (n["status"]["conditions"].as_array().map_or(0, Vec::len) == 4 && taints == 2).then_some(n)
+    });
+    let conditions = n["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut types: Vec<&str> = conditions
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    types.sort_unstable();
+    assert_eq!(
+        types,
+        ["DiskPressure", "MemoryPressure", "PIDPressure", "Ready"],
+        "{n}"
+    );
+    for c in &conditions {
+        assert_eq!(c["status"], "Unknown", "{c}");
+        assert_eq!(c["reason"], "NodeStatusNeverUpdated", "{c}");
+        assert_eq!(c["message"], "Kubelet never posted node status.", "{c}");
+        assert_eq!(
+            c["lastHeartbeatTime"], n["metadata"]["creationTimestamp"],
+            "{c}"
+        );
+    }
+    let taints: Vec<(String, String)> = n["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| (t["key"].to_string(), t["effect"].to_string()))
+        .collect();
+    assert_eq!(
+        taints,
+        [
+            (
+                "\"node.kubernetes.io/unreachable\"".to_owned(),
+                "\"NoSchedule\"".to_owned()
+            ),
+            (
+                "\"node.kubernetes.io/unreachable\"".to_owned(),
+                "\"NoExecute\"".to_owned()
+            ),
+        ],
+        "{n}"
+    );
+    let describe = ok(&s, &["describe", "node", "silent"]);
+    assert!(describe.contains("Conditions:"), "{describe}");
+    assert!(describe.contains("NodeStatusNeverUpdated"), "{describe}");
+    assert!(
+        describe.contains("node.kubernetes.io/unreachable:NoSchedule"),
+        "{describe}"
+    );
 }
