@@ -12,8 +12,19 @@
 //! - `apps` — apps/v1 Deployment, ReplicaSet, StatefulSet, DaemonSet.
 //! - `batch` — batch/v1 Job and CronJob.
 //! - `autoscaling` — HorizontalPodAutoscaler, v1 and v2.
+//! - `networking` — networking.k8s.io/v1 NetworkPolicy and IngressClass; discovery.k8s.io/v1
+//!   EndpointSlice.
+//! - `storage` — storage.k8s.io/v1 StorageClass and CSIDriver.
+//! - `admission` — admissionregistration.k8s.io/v1 webhook configurations and
+//!   ValidatingAdmissionPolicies (and their bindings).
+//! - `cluster` — RBAC bindings, PriorityClass, flowcontrol FlowSchema and
+//!   PriorityLevelConfiguration, APIService, CustomResourceDefinition.
 //! - `pod` — everything under a pod spec (containers, probes, volumes), shared by all of them.
 //! - `image` — the image-reference parsing behind the `imagePullPolicy` default.
+//!
+//! Groups whose v1.33 types have no defaults: policy/v1 (PodDisruptionBudget),
+//! coordination.k8s.io/v1 (Lease), certificates.k8s.io/v1, node.k8s.io/v1 (RuntimeClass),
+//! events.k8s.io/v1.
 //!
 //! JSON and Go differ in one way that matters here: Go has no "missing". A field upstream
 //! declares as a plain (non-pointer) string or number is unset when it is empty or zero, and is
@@ -35,12 +46,16 @@
 //! milli precision for resource lists) and re-serialized in canonical form by
 //! `crate::quantity::canonicalize`, which the handlers call right after `apply`.
 
+mod admission;
 mod apps;
 pub(crate) mod autoscaling;
 mod batch;
+mod cluster;
 mod core;
 mod image;
+mod networking;
 mod pod;
+mod storage;
 
 use serde_json::{Map, Value};
 
@@ -61,6 +76,15 @@ pub fn apply(r: &ResourceInfo, obj: &mut Map<String, Value>) {
         ("apps", "v1") => apps::apply(r.kind, obj),
         ("batch", "v1") => batch::apply(r.kind, obj),
         ("autoscaling", version) => autoscaling::apply(version, r.kind, obj),
+        ("networking.k8s.io", "v1") => networking::networking(r.kind, obj),
+        ("discovery.k8s.io", "v1") => networking::discovery(r.kind, obj),
+        ("storage.k8s.io", "v1") => storage::apply(r.kind, obj),
+        ("admissionregistration.k8s.io", "v1") => admission::apply(r.kind, obj),
+        ("rbac.authorization.k8s.io", "v1") => cluster::rbac(r.kind, obj),
+        ("scheduling.k8s.io", "v1") => cluster::scheduling(r.kind, obj),
+        ("flowcontrol.apiserver.k8s.io", "v1") => cluster::flowcontrol(r.kind, obj),
+        ("apiregistration.k8s.io", "v1") => cluster::apiregistration(r.kind, obj),
+        ("apiextensions.k8s.io", "v1") => cluster::apiextensions(r.kind, obj),
         _ => {}
     }
 }

@@ -985,3 +985,244 @@ fn hpa_v1_gets_min_replicas_only() {
         json!({"spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 5, "minReplicas": 1}})
     );
 }
+
+/// One row per built-in type of v1.33: what a minimal object of it reads back as once
+/// defaulted (`SetObjectDefaults_<Kind>` of `pkg/apis/<group>/<version>`). Types without
+/// defaults come back unchanged.
+#[test]
+fn defaults_table_one_row_per_type() {
+    let spec_defaults = template_spec_defaults();
+    let template = minimal_template();
+    let defaulted_template = json!({"metadata": {"labels": {"app": "web"}}, "spec": spec_defaults});
+    let unchanged = |v: Value| (v.clone(), v);
+    #[rustfmt::skip]
+    let rows: Vec<(&str, &str, &str, (Value, Value))> = vec![
+        // ---- core/v1 ----
+        ("", "v1", "pods", (
+            json!({"spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}),
+            json!({"spec": {
+                "containers": [container_defaults(json!({"name": "nginx", "image": "nginx"}), "Always")],
+                "dnsPolicy": "ClusterFirst", "enableServiceLinks": true, "restartPolicy": "Always",
+                "schedulerName": "default-scheduler", "securityContext": {},
+                "terminationGracePeriodSeconds": 30}}),
+        )),
+        ("", "v1", "podtemplates", (
+            json!({"template": template}),
+            json!({"template": defaulted_template}),
+        )),
+        ("", "v1", "replicationcontrollers", (
+            json!({"spec": {"template": template}}),
+            json!({"metadata": {"labels": {"app": "web"}}, "spec": {"replicas": 1,
+                "selector": {"app": "web"}, "template": defaulted_template}}),
+        )),
+        ("", "v1", "services", (
+            json!({"spec": {"ports": [{"port": 80}]}}),
+            json!({"spec": {"type": "ClusterIP", "sessionAffinity": "None",
+                "internalTrafficPolicy": "Cluster",
+                "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}}),
+        )),
+        ("", "v1", "namespaces", (
+            json!({"metadata": {"name": "n"}}),
+            json!({"metadata": {"name": "n", "labels": {"kubernetes.io/metadata.name": "n"}},
+                "status": {"phase": "Active"}}),
+        )),
+        ("", "v1", "nodes", (
+            json!({"status": {"capacity": {"cpu": "2"}}}),
+            json!({"status": {"capacity": {"cpu": "2"}, "allocatable": {"cpu": "2"}}}),
+        )),
+        ("", "v1", "persistentvolumes", (
+            json!({"spec": {"hostPath": {"path": "/d"}}}),
+            json!({"spec": {"hostPath": {"path": "/d", "type": ""},
+                "persistentVolumeReclaimPolicy": "Retain", "volumeMode": "Filesystem"},
+                "status": {"phase": "Pending"}}),
+        )),
+        ("", "v1", "persistentvolumeclaims", (
+            json!({"spec": {}}),
+            json!({"spec": {"volumeMode": "Filesystem", "resources": {}}, "status": {"phase": "Pending"}}),
+        )),
+        ("", "v1", "secrets", (json!({}), json!({"type": "Opaque"}))),
+        ("", "v1", "endpoints", (
+            json!({"subsets": [{"ports": [{"port": 1}]}]}),
+            json!({"subsets": [{"ports": [{"port": 1, "protocol": "TCP"}]}]}),
+        )),
+        ("", "v1", "limitranges", (
+            json!({"spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]}}),
+            json!({"spec": {"limits": [{"type": "Container", "max": {"cpu": "1"},
+                "default": {"cpu": "1"}, "defaultRequest": {"cpu": "1"}}]}}),
+        )),
+        ("", "v1", "configmaps", unchanged(json!({"data": {"a": "b"}}))),
+        ("", "v1", "serviceaccounts", unchanged(json!({"metadata": {"name": "sa"}}))),
+        ("", "v1", "resourcequotas", unchanged(json!({"spec": {"hard": {"pods": "1"}}}))),
+        ("", "v1", "events", unchanged(json!({"involvedObject": {"kind": "Pod"}, "message": "m"}))),
+        // ---- apps/v1 ----
+        ("apps", "v1", "deployments", (
+            json!({"spec": {"template": template}}),
+            json!({"spec": {"replicas": 1, "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+                "template": defaulted_template}}),
+        )),
+        ("apps", "v1", "replicasets", (
+            json!({"spec": {"template": template}}),
+            json!({"spec": {"replicas": 1, "template": defaulted_template}}),
+        )),
+        ("apps", "v1", "statefulsets", (
+            json!({"spec": {"template": template}}),
+            json!({"spec": {"replicas": 1, "podManagementPolicy": "OrderedReady", "revisionHistoryLimit": 10,
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+                "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+                "template": defaulted_template}}),
+        )),
+        ("apps", "v1", "daemonsets", (
+            json!({"spec": {"template": template}}),
+            json!({"spec": {"revisionHistoryLimit": 10,
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+                "template": defaulted_template}}),
+        )),
+        ("apps", "v1", "controllerrevisions", unchanged(json!({"revision": 1}))),
+        // ---- batch/v1 ----
+        ("batch", "v1", "jobs", (
+            json!({"spec": {"template": template}}),
+            json!({"metadata": {"labels": {"app": "web"}}, "spec": {"completions": 1, "parallelism": 1,
+                "backoffLimit": 6, "completionMode": "NonIndexed", "suspend": false,
+                "podReplacementPolicy": "TerminatingOrFailed", "manualSelector": false,
+                "template": defaulted_template}}),
+        )),
+        ("batch", "v1", "cronjobs", (
+            json!({"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": template}}}}),
+            json!({"spec": {"schedule": "* * * * *", "concurrencyPolicy": "Allow", "suspend": false,
+                "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1,
+                "jobTemplate": {"spec": {"template": defaulted_template}}}}),
+        )),
+        // ---- autoscaling ----
+        ("autoscaling", "v2", "horizontalpodautoscalers", (
+            json!({"spec": {"maxReplicas": 3, "behavior": {"scaleUp": {"selectPolicy": "Min"}}}}),
+            json!({"spec": {"maxReplicas": 3, "minReplicas": 1,
+                "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": 80}}}],
+                "behavior": {
+                    "scaleUp": {"selectPolicy": "Min", "stabilizationWindowSeconds": 0, "policies": [
+                        {"type": "Pods", "value": 4, "periodSeconds": 15},
+                        {"type": "Percent", "value": 100, "periodSeconds": 15}]},
+                    "scaleDown": {"selectPolicy": "Max", "policies": [
+                        {"type": "Percent", "value": 100, "periodSeconds": 15}]}}}}),
+        )),
+        ("autoscaling", "v1", "horizontalpodautoscalers", (
+            json!({"spec": {"maxReplicas": 3}}),
+            json!({"spec": {"maxReplicas": 3, "minReplicas": 1}}),
+        )),
+        // ---- networking.k8s.io/v1, discovery.k8s.io/v1 ----
+        ("networking.k8s.io", "v1", "networkpolicies", (
+            json!({"spec": {"podSelector": {}, "egress": [{"ports": [{"port": 53}]}]}}),
+            json!({"spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"],
+                "egress": [{"ports": [{"port": 53, "protocol": "TCP"}]}]}}),
+        )),
+        ("networking.k8s.io", "v1", "ingressclasses", (
+            json!({"spec": {"controller": "x.io/c", "parameters": {"kind": "P", "name": "p"}}}),
+            json!({"spec": {"controller": "x.io/c", "parameters": {"kind": "P", "name": "p", "scope": "Cluster"}}}),
+        )),
+        ("networking.k8s.io", "v1", "ingresses", unchanged(json!({"spec": {"rules": [{"host": "a"}]}}))),
+        ("discovery.k8s.io", "v1", "endpointslices", (
+            json!({"addressType": "IPv4", "endpoints": [], "ports": [{"port": 80}]}),
+            json!({"addressType": "IPv4", "endpoints": [], "ports": [{"port": 80, "name": "", "protocol": "TCP"}]}),
+        )),
+        // ---- policy/v1 ----
+        ("policy", "v1", "poddisruptionbudgets", unchanged(json!({"spec": {"minAvailable": 1}}))),
+        // ---- rbac.authorization.k8s.io/v1 ----
+        ("rbac.authorization.k8s.io", "v1", "rolebindings", (
+            json!({"roleRef": {"kind": "Role", "name": "r"}, "subjects": [
+                {"kind": "User", "name": "u"}, {"kind": "ServiceAccount", "name": "s", "namespace": "n"}]}),
+            json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}, "subjects": [
+                {"kind": "User", "name": "u", "apiGroup": "rbac.authorization.k8s.io"},
+                {"kind": "ServiceAccount", "name": "s", "namespace": "n"}]}),
+        )),
+        ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", (
+            json!({"roleRef": {"kind": "ClusterRole", "name": "r"}, "subjects": [{"kind": "Group", "name": "g"}]}),
+            json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"},
+                "subjects": [{"kind": "Group", "name": "g", "apiGroup": "rbac.authorization.k8s.io"}]}),
+        )),
+        ("rbac.authorization.k8s.io", "v1", "clusterroles", unchanged(json!({"rules": []}))),
+        // ---- storage.k8s.io/v1 ----
+        ("storage.k8s.io", "v1", "storageclasses", (
+            json!({"provisioner": "x.io/p"}),
+            json!({"provisioner": "x.io/p", "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"}),
+        )),
+        ("storage.k8s.io", "v1", "csidrivers", (
+            json!({"spec": {}}),
+            json!({"spec": {"attachRequired": true, "podInfoOnMount": false, "storageCapacity": false,
+                "fsGroupPolicy": "ReadWriteOnceWithFSType", "volumeLifecycleModes": ["Persistent"],
+                "requiresRepublish": false, "seLinuxMount": false}}),
+        )),
+        ("storage.k8s.io", "v1", "csinodes", unchanged(json!({"spec": {"drivers": []}}))),
+        // ---- scheduling, coordination, certificates, node ----
+        ("scheduling.k8s.io", "v1", "priorityclasses", (
+            json!({"value": 10}),
+            json!({"value": 10, "preemptionPolicy": "PreemptLowerPriority"}),
+        )),
+        ("coordination.k8s.io", "v1", "leases", unchanged(json!({"spec": {"holderIdentity": "h"}}))),
+        ("certificates.k8s.io", "v1", "certificatesigningrequests",
+            unchanged(json!({"spec": {"request": "", "signerName": "x.io/s"}}))),
+        ("node.k8s.io", "v1", "runtimeclasses", unchanged(json!({"handler": "runc"}))),
+        // ---- admissionregistration.k8s.io/v1 ----
+        ("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", (
+            json!({"webhooks": [{"name": "w.x.io", "clientConfig": {"service": {"namespace": "n", "name": "s"}},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]}]}),
+            json!({"webhooks": [{"name": "w.x.io", "clientConfig": {"service": {"namespace": "n", "name": "s", "port": 443}},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "*"}],
+                "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                "failurePolicy": "Fail", "matchPolicy": "Equivalent", "namespaceSelector": {},
+                "objectSelector": {}, "timeoutSeconds": 10}]}),
+        )),
+        ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", (
+            json!({"webhooks": [{"name": "w.x.io", "clientConfig": {"url": "https://x"}}]}),
+            json!({"webhooks": [{"name": "w.x.io", "clientConfig": {"url": "https://x"},
+                "failurePolicy": "Fail", "matchPolicy": "Equivalent", "namespaceSelector": {},
+                "objectSelector": {}, "timeoutSeconds": 10, "reinvocationPolicy": "Never"}]}),
+        )),
+        ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", (
+            json!({"spec": {"matchConstraints": {"resourceRules": [{"operations": ["*"], "apiGroups": ["*"],
+                "apiVersions": ["*"], "resources": ["*"]}]}, "validations": [{"expression": "true"}]}}),
+            json!({"spec": {"failurePolicy": "Fail", "matchConstraints": {"matchPolicy": "Equivalent",
+                "namespaceSelector": {}, "objectSelector": {}, "resourceRules": [{"operations": ["*"],
+                "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "scope": "*"}]},
+                "validations": [{"expression": "true"}]}}),
+        )),
+        ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", (
+            json!({"spec": {"policyName": "p", "validationActions": ["Deny"], "matchResources": {}}}),
+            json!({"spec": {"policyName": "p", "validationActions": ["Deny"], "matchResources": {
+                "matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {}}}}),
+        )),
+        // ---- flowcontrol.apiserver.k8s.io/v1 ----
+        ("flowcontrol.apiserver.k8s.io", "v1", "flowschemas", (
+            json!({"spec": {"priorityLevelConfiguration": {"name": "p"}}}),
+            json!({"spec": {"priorityLevelConfiguration": {"name": "p"}, "matchingPrecedence": 1000}}),
+        )),
+        ("flowcontrol.apiserver.k8s.io", "v1", "prioritylevelconfigurations", (
+            json!({"spec": {"type": "Limited", "limited": {"limitResponse": {"type": "Queue", "queuing": {}}}}}),
+            json!({"spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 30, "lendablePercent": 0,
+                "limitResponse": {"type": "Queue", "queuing": {"handSize": 8, "queues": 64, "queueLengthLimit": 50}}}}}),
+        )),
+        // ---- apiregistration.k8s.io/v1, apiextensions.k8s.io/v1 ----
+        ("apiregistration.k8s.io", "v1", "apiservices", (
+            json!({"spec": {"group": "g", "version": "v1", "service": {"namespace": "n", "name": "s"}}}),
+            json!({"spec": {"group": "g", "version": "v1", "service": {"namespace": "n", "name": "s", "port": 443}}}),
+        )),
+        ("apiextensions.k8s.io", "v1", "customresourcedefinitions", (
+            json!({"spec": {"group": "x.io", "names": {"kind": "Widget", "plural": "widgets"}, "scope": "Namespaced",
+                "versions": [{"name": "v1", "served": true, "storage": true}]}}),
+            json!({"spec": {"group": "x.io", "names": {"kind": "Widget", "plural": "widgets", "singular": "widget",
+                "listKind": "WidgetList"}, "scope": "Namespaced", "conversion": {"strategy": "None"},
+                "versions": [{"name": "v1", "served": true, "storage": true}]},
+                "status": {"storedVersions": ["v1"]}}),
+        )),
+    ];
+    for (group, version, plural, (input, expected)) in rows {
+        let got = defaulted(group, version, plural, input);
+        assert_eq!(got, expected, "{group}/{version} {plural}");
+        assert_eq!(
+            defaulted(group, version, plural, got.clone()),
+            got,
+            "{group}/{version} {plural}: idempotent"
+        );
+    }
+}
