@@ -91,9 +91,33 @@ pub async fn run(
         ctx.storage.clone(),
         cfg.compaction_interval,
     ));
+    let maintainer = tokio::spawn(maintain_system_objects(Arc::clone(&ctx)));
     let result = server::serve(&cfg, ctx, shutdown).await;
     compactor.abort();
+    maintainer.abort();
     result
+}
+
+/// How often the objects the control plane itself needs are checked and recreated.
+const SYSTEM_OBJECTS_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Keeps the objects the control plane needs in place while it runs, as kube-apiserver's
+/// own controllers do (`SystemNamespaces`: kube-system, kube-public, kube-node-lease every
+/// minute; the `kubernetes` Service controller: the `default` namespace, the Service, its
+/// Endpoints and EndpointSlice every 10 s). Capstan also re-runs the bootstrap RBAC policy
+/// and system PriorityClasses, which upstream only reconciles at start-up: an admin's
+/// `kubectl delete clusterrolebinding --all` would otherwise leave the controller manager,
+/// the scheduler and the nodes forbidden until the next restart.
+async fn maintain_system_objects(ctx: Arc<handlers::Ctx>) {
+    let mut tick = tokio::time::interval(SYSTEM_OBJECTS_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        if let Err(err) = handlers::bootstrap(&ctx).await {
+            tracing::warn!(%err, "reconciling the control plane's own objects");
+        }
+    }
 }
 
 /// Compacts the store every `interval` to the revision seen one interval earlier, so at

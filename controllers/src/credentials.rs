@@ -2,8 +2,9 @@
 //! `--use-service-account-credentials`: the root client (`system:kube-controller-manager`)
 //! ensures the ServiceAccount `kube-system/<controller>` exists, asks TokenRequest for a token,
 //! and the controller's client authenticates with it (a token file kube-rs re-reads every
-//! minute, rewritten before the token expires). RBAC then applies upstream's
-//! `system:controller:*` roles to each loop.
+//! minute, rewritten before the token expires, and at once — with the account recreated —
+//! when the account is deleted, as upstream's dynamic client builder recovers after a 401).
+//! RBAC then applies upstream's `system:controller:*` roles to each loop.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -104,21 +105,7 @@ impl Credentials {
         };
         let sa = service_account(controller);
         let api: Api<ServiceAccount> = Api::namespaced(self.root.clone(), "kube-system");
-        if api.get_opt(&sa).await?.is_none() {
-            let obj = ServiceAccount {
-                metadata: ObjectMeta {
-                    name: Some(sa.clone()),
-                    namespace: Some("kube-system".to_owned()),
-                    ..ObjectMeta::default()
-                },
-                ..ServiceAccount::default()
-            };
-            match api.create(&PostParams::default(), &obj).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let mut uid = ensure_service_account(&api, &sa).await?;
         // Tokens are credentials: the directory is the process owner's only.
         {
             #[cfg(unix)]
@@ -139,23 +126,70 @@ impl Credentials {
         let client = kube::Client::try_from(config)?;
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let mut wait = lifetime.mul_f64(0.8);
+            let mut refresh_at = tokio::time::Instant::now() + lifetime.mul_f64(0.8);
             loop {
                 tokio::select! {
                     () = shutdown.cancelled() => return,
-                    () = tokio::time::sleep(wait) => {}
+                    () = tokio::time::sleep(CHECK_EVERY) => {}
                 }
-                wait = match mint(&api, &sa, &path).await {
-                    Ok(l) => l.mul_f64(0.8),
+                // A deleted (or deleted and recreated) ServiceAccount invalidates the token
+                // at once: recreate it and mint a new one, as upstream's dynamic client
+                // builder does after a 401 (kube-rs re-reads the token file within a minute).
+                let replaced = match api.get_opt(&sa).await {
+                    Ok(current) => current.and_then(|a| a.metadata.uid) != Some(uid.clone()),
+                    Err(_) => false,
+                };
+                if replaced {
+                    match ensure_service_account(&api, &sa).await {
+                        Ok(new_uid) => {
+                            tracing::warn!(serviceaccount = %sa, "service account was deleted; recreated it");
+                            uid = new_uid;
+                        }
+                        Err(e) => {
+                            tracing::warn!(serviceaccount = %sa, error = %format!("{e:#}"), "recreating service account failed");
+                            continue;
+                        }
+                    }
+                } else if tokio::time::Instant::now() < refresh_at {
+                    continue;
+                }
+                refresh_at = match mint(&api, &sa, &path).await {
+                    Ok(l) => tokio::time::Instant::now() + l.mul_f64(0.8),
                     Err(e) => {
                         tracing::warn!(serviceaccount = %sa, error = %format!("{e:#}"), "token refresh failed");
-                        Duration::from_secs(10)
+                        tokio::time::Instant::now()
                     }
                 };
             }
         });
         Ok(client)
     }
+}
+
+/// How often each controller's ServiceAccount is checked (and its token refreshed when due).
+const CHECK_EVERY: Duration = Duration::from_secs(10);
+
+/// The uid of ServiceAccount `kube-system/<sa>`, created first if it is missing.
+async fn ensure_service_account(api: &Api<ServiceAccount>, sa: &str) -> anyhow::Result<String> {
+    if let Some(uid) = api.get_opt(sa).await?.and_then(|a| a.metadata.uid) {
+        return Ok(uid);
+    }
+    let obj = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(sa.to_owned()),
+            namespace: Some("kube-system".to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..ServiceAccount::default()
+    };
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(created) => created.metadata.uid,
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            api.get_opt(sa).await?.and_then(|a| a.metadata.uid)
+        }
+        Err(e) => return Err(e.into()),
+    }
+    .ok_or_else(|| anyhow::anyhow!("service account kube-system/{sa} has no uid"))
 }
 
 /// Token directories are `<tmp>/capstan-controllers-<pid>-<uuid>`.

@@ -14,6 +14,7 @@
 
 pub mod default_toleration_seconds;
 pub mod limit_ranger;
+pub mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod pod_security;
 pub mod priority;
@@ -239,8 +240,9 @@ pub const ORDERED_PLUGINS: &[&str] = &[
     "AlwaysDeny",
 ];
 
-/// The plugins Capstan implements. `NamespaceLifecycle` is built into the create path
-/// (new objects in a missing or terminating namespace are refused) and always on.
+/// The plugins Capstan implements. `NamespaceLifecycle`'s create half is built into the
+/// create path (new objects in a missing or terminating namespace are refused, always on);
+/// its delete half ([`namespace_lifecycle`]: immortal namespaces) is a plugin.
 pub const IMPLEMENTED: &[&str] = &[
     "NamespaceLifecycle",
     "LimitRanger",
@@ -329,6 +331,9 @@ impl Chain {
         let quota = enabled.contains(&"ResourceQuota");
         for name in enabled {
             match name {
+                "NamespaceLifecycle" => {
+                    mutating.push(Box::new(namespace_lifecycle::NamespaceLifecycle))
+                }
                 "LimitRanger" => {
                     mutating.push(Box::new(limit_ranger::LimitRanger));
                     validating.push(Box::new(limit_ranger::LimitRanger));

@@ -336,6 +336,7 @@ pub(super) async fn delete(
 ) -> Result<axum::response::Response> {
     let opts = DeleteOptions::parse(headers, body, q)?;
     opts.validate()?;
+    super::strategy::check_delete(r, name)?;
     ctx.admission.admit(
         crate::admission::Operation::Delete,
         r.group,
@@ -567,6 +568,19 @@ pub(super) async fn delete_collection(
         }
         let name = object::meta_str(&obj, "name").to_owned();
         let ns = object::meta_str(&obj, "namespace").to_owned();
+        // Each object is judged as its own DELETE would be (upstream's DeleteCollection
+        // deletes item by item with the admission chain's validation).
+        super::strategy::check_delete(r, &name)?;
+        ctx.admission.admit(
+            crate::admission::Operation::Delete,
+            r.group,
+            r.plural,
+            &ns,
+            &name,
+            dry_run(q),
+            None,
+            None,
+        )?;
         match delete_one(ctx, r, &ns, &name, &opts, dry_run(q)).await {
             Ok(_) | Err(ApiError::NotFound { .. }) => {
                 selected.push(Value::Object(registry::convert::from_storage(r, obj)));

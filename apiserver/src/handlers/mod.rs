@@ -6,6 +6,7 @@
 mod apply;
 mod cached_list;
 mod delete;
+mod dry_run;
 mod eviction;
 mod freshness;
 mod node_proxy;
@@ -105,6 +106,8 @@ pub(crate) fn decode_component(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Whether the request is a dry run (`dryRun=All`, from the query or a DELETE's body: see
+/// [`dry_run::gather`]).
 fn dry_run(q: &Query) -> bool {
     q.get("dryRun").is_some_and(|v| v == "All")
 }
@@ -224,12 +227,13 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
         .find(&info.group, &info.version, &info.resource)
         .or_else(|| review::find(&info))
         .ok_or(ApiError::NoRoute)?;
-    let query = parse_query(req.uri().query());
+    let mut query = parse_query(req.uri().query());
     let (parts, body) = req.into_parts();
     let body = match parts.method {
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE => read_body(body).await?,
         _ => Vec::new(),
     };
+    dry_run::gather(&info.verb, &parts.headers, &body, &mut query)?;
     let namespace = if r.namespaced {
         info.namespace.as_str()
     } else {
@@ -809,6 +813,16 @@ async fn create(
         )
         .await?;
     if dry_run(q) {
+        // Upstream's dry-run storage still checks the key: a dry-run create of an existing
+        // name is the same 409 AlreadyExists as a real one.
+        let name = object::meta_str(&obj, "name");
+        let key = registry::key(r, namespace, name);
+        if ctx.storage.get(&key).await.map_err(storage_error)?.is_some() {
+            return Err(ApiError::AlreadyExists {
+                resource: object::group_resource(r),
+                name: name.to_owned(),
+            });
+        }
         return Ok(with_warnings(
             object_response(StatusCode::CREATED, obj),
             &warnings,
@@ -1352,6 +1366,37 @@ async fn bootstrap_kubernetes_service(ctx: &Ctx) -> Result<()> {
         .create(&eps_key, object::encode(&endpoints)?)
         .await
     {
+        Ok(_) | Err(storage::Error::AlreadyExists) => {}
+        Err(e) => return Err(storage_error(e)),
+    }
+    bootstrap_kubernetes_slice(ctx, host, port).await
+}
+
+/// The `default/kubernetes` EndpointSlice, which kube-apiserver's endpoint reconciler
+/// writes itself (the EndpointSlice controller skips Services without a selector).
+async fn bootstrap_kubernetes_slice(ctx: &Ctx, host: &str, port: u16) -> Result<()> {
+    let Some(slices) = ctx.registry.find("discovery.k8s.io", "v1", "endpointslices") else {
+        return Ok(());
+    };
+    let address_type = if host.contains(':') { "IPv6" } else { "IPv4" };
+    let mut slice = json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "kubernetes",
+            "namespace": "default",
+            "labels": { "kubernetes.io/service-name": "kubernetes" }
+        },
+        "addressType": address_type,
+        "endpoints": [{ "addresses": [host], "conditions": { "ready": true } }],
+        "ports": [{ "name": "https", "port": port, "protocol": "TCP" }]
+    })
+    .as_object()
+    .cloned()
+    .unwrap_or_default();
+    object::prepare_for_create(slices, &mut slice);
+    let key = registry::key(slices, "default", "kubernetes");
+    match ctx.storage.create(&key, object::encode(&slice)?).await {
         Ok(_) | Err(storage::Error::AlreadyExists) => Ok(()),
         Err(e) => Err(storage_error(e)),
     }

@@ -1,6 +1,7 @@
-//! Per-kind create hooks of upstream's registry strategies that the generic path does not
-//! cover (`PrepareForCreate` after uid and name are known): the generated selector and pod
-//! template labels of a batch/v1 Job.
+//! Per-kind hooks of upstream's registry strategies that the generic path does not cover:
+//! on create (`PrepareForCreate` after uid and name are known), the generated selector and
+//! pod template labels of a batch/v1 Job; on delete, the objects a kind's REST refuses to
+//! delete (the system PriorityClasses).
 
 use serde_json::{Map, Value, json};
 
@@ -16,6 +17,28 @@ pub(super) fn prepare_for_create(r: &ResourceInfo, obj: &mut Map<String, Value>)
     if r.group == "batch" && r.plural == "jobs" {
         generate_job_selector(obj);
     }
+}
+
+/// Refuses the delete of an object the kind's REST protects: the system PriorityClasses
+/// (upstream's `priorityclass` storage: `this is a system priority class and cannot be
+/// deleted`), whose loss would leave `system-node-critical` pods unadmittable.
+pub(super) fn check_delete(r: &ResourceInfo, name: &str) -> crate::error::Result<()> {
+    if r.group == "scheduling.k8s.io"
+        && r.plural == "priorityclasses"
+        && crate::admission::priority::SYSTEM_CLASSES
+            .iter()
+            .any(|(system, _, _)| *system == name)
+    {
+        let resource = object::group_resource(r);
+        return Err(crate::error::ApiError::Forbidden {
+            message: format!(
+                "{resource} \"{name}\" is forbidden: this is a system priority class and cannot be deleted"
+            ),
+            resource,
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// Upstream's `generateSelector`: unless `spec.manualSelector` is true, the pod template is
