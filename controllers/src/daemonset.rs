@@ -2,14 +2,16 @@
 //! node affinity, taints against the pod's tolerations plus the ones upstream adds), each
 //! pinned by injected node affinity on `metadata.name`; pods on nodes that no longer qualify,
 //! duplicates and failed pods are removed; RollingUpdate replaces outdated pods at most
-//! `maxUnavailable` at a time (OnDelete leaves them). Upstream `pkg/controller/daemon`.
+//! `maxUnavailable` at a time (OnDelete leaves them). Each template is kept as a
+//! ControllerRevision ([`crate::history`]) whose hash labels the pods made from it; a
+//! template that returns to an earlier one (`kubectl rollout undo`) reuses it. Upstream
+//! `pkg/controller/daemon`.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
     Taint, Toleration,
@@ -21,12 +23,13 @@ use kube::runtime::reflector::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::ReconcileError;
+use crate::history::{self, Created, Snapshot};
 use crate::node_lifecycle::{NOT_READY, UNREACHABLE, tolerates};
 use crate::queue::{Queue, SyncResult, run_workers};
 use crate::{Context, LoopFuture, informer, reference};
 
-/// Label with the hash of the template a pod was made from.
-const HASH_LABEL: &str = "controller-revision-hash";
+/// Label with the hash of the template (revision) a pod was made from.
+const HASH_LABEL: &str = history::POD_HASH_LABEL;
 /// Upstream's (deprecated) template generation label.
 const GENERATION_LABEL: &str = "pod-template-generation";
 /// How long to wait for the cache to show our own creations and deletions.
@@ -57,27 +60,6 @@ fn daemon_tolerations(host_network: bool) -> Vec<Toleration> {
         out.push(t("node.kubernetes.io/network-unavailable", "NoSchedule"));
     }
     out
-}
-
-/// A stable hash of the DaemonSet's pod template (the `controller-revision-hash` value).
-fn template_hash(ds: &DaemonSet) -> String {
-    let json = ds
-        .spec
-        .as_ref()
-        .and_then(|s| serde_json::to_string(&s.template).ok())
-        .unwrap_or_default();
-    let mut h = DefaultHasher::new();
-    json.hash(&mut h);
-    let v = h.finish();
-    // Upstream spells hashes in a safe alphabet without vowels.
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut n = v;
-    let mut s = String::new();
-    for _ in 0..10 {
-        s.push(char::from(ALPHABET[(n % 27) as usize]));
-        n /= 27;
-    }
-    s
 }
 
 /// Whether `req` holds for `value` (absent: None).
@@ -272,8 +254,78 @@ struct State {
     nodes: Store<Node>,
     /// Pods.
     pods: Store<Pod>,
+    /// ControllerRevisions.
+    revisions: Store<ControllerRevision>,
     /// Pods created and deleted per DaemonSet that the cache may not show yet, and since when.
     pending: Arc<Mutex<HashMap<String, Pending>>>,
+}
+
+/// Upstream `constructHistory`: the revision of the current template (created, or an
+/// earlier one renumbered as the newest) and the DaemonSet's other revisions. `None` when a
+/// hash collision made the collision count grow (sync again).
+async fn construct_history(
+    st: &State,
+    ds: &DaemonSet,
+) -> Result<Option<(ControllerRevision, Vec<ControllerRevision>)>, ReconcileError> {
+    let ns = ds.metadata.namespace.as_deref().unwrap_or_default();
+    let uid = ds.metadata.uid.as_deref().unwrap_or_default();
+    let spec = ds.spec.clone().unwrap_or_default();
+    let data = history::template_patch(&spec.template)?;
+    let (mut current, old): (Vec<_>, Vec<_>) = history::controlled(&st.revisions, ns, uid)
+        .into_iter()
+        .partition(|r| history::data(r) == Some(&data));
+    let next = history::next_revision(&old);
+    // Duplicates of the current template (upstream `dedupCurHistories`): keep the newest.
+    if current.len() > 1 {
+        let extra: Vec<&ControllerRevision> = current.iter().rev().skip(1).collect();
+        history::delete(&st.ctx.client, &extra).await?;
+    }
+    let cur = match current.pop() {
+        Some(cur) if cur.revision < next => history::renumber(&st.ctx.client, &cur, next).await?,
+        Some(cur) => cur,
+        None => {
+            let collision_count = ds.status.as_ref().and_then(|s| s.collision_count);
+            let snap = Snapshot {
+                kind: "DaemonSet",
+                owner: &ds.metadata,
+                template_labels: spec
+                    .template
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.labels.as_ref()),
+                data,
+                revision: next,
+                hash_label: HASH_LABEL,
+                collision_count,
+            };
+            match history::create(&st.ctx.client, &snap).await? {
+                Created::Made(r) => *r,
+                Created::Collision => {
+                    bump_collision_count(st, ds).await?;
+                    return Ok(None);
+                }
+            }
+        }
+    };
+    Ok(Some((cur, old)))
+}
+
+/// Grows the DaemonSet's `status.collisionCount` after a revision name collision (read
+/// afresh: a stale count only needs another look).
+async fn bump_collision_count(st: &State, ds: &DaemonSet) -> Result<(), ReconcileError> {
+    let ns = ds.metadata.namespace.as_deref().unwrap_or_default();
+    let name = ds.metadata.name.as_deref().unwrap_or_default();
+    let api: Api<DaemonSet> = Api::namespaced(st.ctx.client.clone(), ns);
+    let mut fresh = api.get(name).await?;
+    let seen = ds.status.as_ref().and_then(|s| s.collision_count);
+    let status = fresh.status.get_or_insert_with(DaemonSetStatus::default);
+    if status.collision_count != seen {
+        return Ok(());
+    }
+    status.collision_count = Some(seen.unwrap_or(0) + 1);
+    api.replace_status(name, &PostParams::default(), &fresh)
+        .await?;
+    Ok(())
 }
 
 /// Syncs DaemonSet `key`.
@@ -286,7 +338,16 @@ async fn sync(st: State, key: String) -> SyncResult {
     }
     let uid = ds.metadata.uid.clone().unwrap_or_default();
     let ns = ds.metadata.namespace.clone().unwrap_or_default();
-    let hash = template_hash(&ds);
+    let Some((cur, old_revisions)) = construct_history(&st, &ds).await? else {
+        return Ok(Some(Duration::from_millis(200)));
+    };
+    let hash = cur
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(HASH_LABEL))
+        .cloned()
+        .unwrap_or_else(|| cur.metadata.name.clone().unwrap_or_default());
     let all = st.pods.state();
     let mine: Vec<&Pod> = all
         .iter()
@@ -479,11 +540,34 @@ async fn sync(st: State, key: String) -> SyncResult {
                 Err(e) => return Err(ReconcileError::Kube(e)),
             }
         }
-        if !(pending.created.is_empty() && pending.deleted.is_empty())
-            && let Ok(mut m) = st.pending.lock()
-        {
+        let changed = !(pending.created.is_empty() && pending.deleted.is_empty());
+        if changed && let Ok(mut m) = st.pending.lock() {
             pending.at = Some(Instant::now());
             m.insert(key.clone(), pending);
+        }
+        // Upstream `cleanupHistory`: old revisions beyond the limit that no pod uses.
+        if !changed {
+            let live: HashSet<&str> = mine
+                .iter()
+                .filter_map(|p| p.metadata.labels.as_ref()?.get(HASH_LABEL))
+                .map(String::as_str)
+                .collect();
+            let limit = spec
+                .revision_history_limit
+                .unwrap_or(history::DEFAULT_LIMIT);
+            let trim = history::to_trim(
+                &old_revisions,
+                limit,
+                |r| {
+                    r.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(HASH_LABEL))
+                        .is_some_and(|h| live.contains(h.as_str()))
+                },
+                true,
+            );
+            history::delete(&st.ctx.client, &trim).await?;
         }
     }
 
@@ -550,12 +634,20 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
             &shutdown,
         )
         .await;
+    let revisions = ctx
+        .informers
+        .watch::<ControllerRevision>(
+            informer::enqueue_controller("DaemonSet", queue.clone()),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
         r = async {
             sets.wait_until_ready().await?;
             nodes.wait_until_ready().await?;
-            pods.wait_until_ready().await
+            pods.wait_until_ready().await?;
+            revisions.wait_until_ready().await
         } => r?,
     }
     for d in sets.state() {
@@ -566,6 +658,7 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
         sets,
         nodes,
         pods,
+        revisions,
         pending: Arc::default(),
     };
     run_workers(&ctx, &queue, 2, &shutdown, move |key| sync(st.clone(), key)).await;

@@ -12,6 +12,7 @@ mod disruption;
 mod endpoints;
 mod endpointslice;
 mod garbage_collector;
+mod history;
 mod informer;
 mod job;
 mod leader_election;

@@ -3,13 +3,15 @@
 //! in order (OrderedReady: one at a time, each Running and Ready before the next) or all at
 //! once (Parallel); RollingUpdate replaces pods at or above `partition` from the highest
 //! ordinal down; `persistentVolumeClaimRetentionPolicy` decides whether PVCs outlive the set or
-//! its scale-downs. Upstream `pkg/controller/statefulset`.
+//! its scale-downs. Each template is kept as a ControllerRevision ([`crate::history`]):
+//! `status.currentRevision`/`updateRevision` name them and pods carry their revision's name;
+//! a template that returns to an earlier one (`kubectl rollout undo`) reuses it. Upstream
+//! `pkg/controller/statefulset`.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetStatus};
 use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, Volume,
 };
@@ -19,11 +21,12 @@ use kube::runtime::reflector::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::ReconcileError;
+use crate::history::{self, Created, Snapshot};
 use crate::queue::{Queue, SyncResult, run_workers};
 use crate::{Context, LoopFuture, informer, reference};
 
 /// Label with the revision a pod was made from.
-const REVISION_LABEL: &str = "controller-revision-hash";
+const REVISION_LABEL: &str = history::POD_HASH_LABEL;
 /// Label with the pod's name.
 const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
 /// Label with the pod's ordinal.
@@ -34,23 +37,68 @@ pub(crate) fn start(ctx: Context, shutdown: CancellationToken) -> LoopFuture {
     Box::pin(run(ctx, shutdown))
 }
 
-/// The set's update revision name (`<set>-<hash of the template>`).
-fn revision(sts: &StatefulSet) -> String {
-    let json = sts
-        .spec
-        .as_ref()
-        .and_then(|s| serde_json::to_string(&s.template).ok())
-        .unwrap_or_default();
-    let mut h = DefaultHasher::new();
-    json.hash(&mut h);
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut n = h.finish();
-    let mut s = String::new();
-    for _ in 0..10 {
-        s.push(char::from(ALPHABET[(n % 27) as usize]));
-        n /= 27;
-    }
-    format!("{}-{s}", sts.metadata.name.as_deref().unwrap_or_default())
+/// Upstream `getStatefulSetRevisions`: the set's revisions (oldest first), its current and
+/// its update revision. The update revision is the newest revision when the template did not
+/// change, an earlier equal revision renumbered as the newest when it returned to one, else
+/// a new revision (a name taken by other data makes the collision count grow until one is
+/// free). The current revision is the one `status.currentRevision` names, else the update
+/// revision. Also returns the collision count used.
+async fn revisions(
+    st: &State,
+    sts: &StatefulSet,
+) -> Result<(Vec<ControllerRevision>, String, ControllerRevision, i32), ReconcileError> {
+    let ns = sts.metadata.namespace.as_deref().unwrap_or_default();
+    let uid = sts.metadata.uid.as_deref().unwrap_or_default();
+    let spec = sts.spec.clone().unwrap_or_default();
+    let status = sts.status.clone().unwrap_or_default();
+    let revs = history::controlled(&st.revisions, ns, uid);
+    let data = history::template_patch(&spec.template)?;
+    let next = history::next_revision(&revs);
+    let mut collision_count = status.collision_count.unwrap_or(0);
+    let equal = revs.iter().rev().find(|r| history::data(r) == Some(&data));
+    let update = match equal {
+        Some(r)
+            if revs
+                .last()
+                .is_some_and(|last| last.metadata.name == r.metadata.name) =>
+        {
+            r.clone()
+        }
+        Some(r) => history::renumber(&st.ctx.client, r, next).await?,
+        None => loop {
+            let snap = Snapshot {
+                kind: "StatefulSet",
+                owner: &sts.metadata,
+                template_labels: spec
+                    .template
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.labels.as_ref()),
+                data: data.clone(),
+                revision: next,
+                hash_label: history::REVISION_HASH_LABEL,
+                collision_count: Some(collision_count),
+            };
+            match history::create(&st.ctx.client, &snap).await? {
+                Created::Made(r) => break *r,
+                Created::Collision if collision_count < 100 => collision_count += 1,
+                Created::Collision => {
+                    return Err(ReconcileError::Other(
+                        "no free revision name after 100 hash collisions".to_owned(),
+                    ));
+                }
+            }
+        },
+    };
+    let update_name = update.metadata.name.clone().unwrap_or_default();
+    let current = status
+        .current_revision
+        .filter(|c| {
+            revs.iter()
+                .any(|r| r.metadata.name.as_deref() == Some(c.as_str()))
+        })
+        .unwrap_or_else(|| update_name.clone());
+    Ok((revs, current, update, collision_count))
 }
 
 /// An owner reference to `sts` (controller or not).
@@ -138,6 +186,8 @@ struct State {
     sets: Store<StatefulSet>,
     /// Pods.
     pods: Store<Pod>,
+    /// ControllerRevisions.
+    revisions: Store<ControllerRevision>,
 }
 
 /// Creates the PVCs pod `i` needs that do not exist yet.
@@ -205,7 +255,8 @@ async fn sync(st: State, key: String) -> SyncResult {
     let replicas = spec.replicas.unwrap_or(1).max(0);
     let start = spec.ordinals.as_ref().and_then(|o| o.start).unwrap_or(0);
     let parallel = spec.pod_management_policy.as_deref() == Some("Parallel");
-    let rev = revision(&sts);
+    let (revs, current_name, update, collision_count) = revisions(&st, &sts).await?;
+    let rev = update.metadata.name.clone().unwrap_or_default();
     let sts_ref = reference(&sts);
     let api: Api<Pod> = Api::namespaced(st.ctx.client.clone(), &ns);
     let all = st.pods.state();
@@ -404,10 +455,10 @@ async fn sync(st: State, key: String) -> SyncResult {
     let updated = count(&|p| rev_of(p).as_deref() == Some(rev.as_str()));
     let ready = count(&|p| running_ready(p));
     let all_updated = updated == replicas && i32::try_from(live.len()).unwrap_or(0) == replicas;
-    let current_revision = if all_updated || old.current_revision.is_none() {
+    let current_revision = if all_updated {
         rev.clone()
     } else {
-        old.current_revision.clone().unwrap_or_default()
+        current_name
     };
     let current = count(&|p| rev_of(p).as_deref() == Some(current_revision.as_str()));
     let status = StatefulSetStatus {
@@ -416,12 +467,29 @@ async fn sync(st: State, key: String) -> SyncResult {
         available_replicas: Some(ready),
         current_replicas: Some(current),
         updated_replicas: Some(updated),
-        current_revision: Some(current_revision),
-        update_revision: Some(rev),
+        current_revision: Some(current_revision.clone()),
+        update_revision: Some(rev.clone()),
         observed_generation: sts.metadata.generation,
-        collision_count: Some(old.collision_count.unwrap_or(0)),
+        collision_count: Some(collision_count),
         conditions: old.conditions.clone(),
     };
+    // Upstream `truncateHistory`: revisions neither status nor any pod uses, beyond the
+    // limit, oldest first.
+    let live: HashSet<String> = pods
+        .values()
+        .filter_map(|p| rev_of(p))
+        .chain([rev.clone(), current_revision.clone()])
+        .collect();
+    let limit = spec
+        .revision_history_limit
+        .unwrap_or(history::DEFAULT_LIMIT);
+    let trim = history::to_trim(
+        &revs,
+        limit,
+        |r| r.metadata.name.as_ref().is_some_and(|n| live.contains(n)),
+        false,
+    );
+    history::delete(&st.ctx.client, &trim).await?;
     if status != old {
         let sets: Api<StatefulSet> = Api::namespaced(st.ctx.client.clone(), &ns);
         let mut s = sts.clone();
@@ -461,9 +529,20 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
             &shutdown,
         )
         .await;
+    let revisions = ctx
+        .informers
+        .watch::<ControllerRevision>(
+            informer::enqueue_controller("StatefulSet", queue.clone()),
+            &shutdown,
+        )
+        .await;
     tokio::select! {
         () = shutdown.cancelled() => return Ok(()),
-        r = async { sets.wait_until_ready().await?; pods.wait_until_ready().await } => r?,
+        r = async {
+            sets.wait_until_ready().await?;
+            pods.wait_until_ready().await?;
+            revisions.wait_until_ready().await
+        } => r?,
     }
     for s in sets.state() {
         queue.add(informer::key(s.as_ref()));
@@ -472,6 +551,7 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
         ctx: ctx.clone(),
         sets,
         pods,
+        revisions,
     };
     run_workers(&ctx, &queue, 5, &shutdown, move |key| sync(st.clone(), key)).await;
     Ok(())

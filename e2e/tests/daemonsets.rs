@@ -1,12 +1,16 @@
 //! A DaemonSet runs one pod per node, pinned by node affinity on the node's name, follows a
 //! node that joins (a standalone `capstan nodes` process) and rolls a new template out with
-//! RollingUpdate; `kubectl rollout status` reads its status.
+//! RollingUpdate; `kubectl rollout status` reads its status. Its templates are kept as
+//! ControllerRevisions: `kubectl rollout history` and `rollout undo` work.
 
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 
 use e2e::cli::{json, ok, wait_for};
 use e2e::{ServerProcess, capstan_bin};
+
+#[path = "support/history.rs"]
+mod history;
 
 /// A standalone `capstan nodes` process; killed on drop.
 struct Fleet(Child);
@@ -132,4 +136,36 @@ spec:
     assert_eq!(ds["status"]["updatedNumberScheduled"], 4, "{ds}");
     let describe = ok(&s, &["describe", "ds", "agent"]);
     assert!(describe.contains("SuccessfulCreate"), "{describe}");
+}
+
+#[test]
+fn a_daemonset_keeps_controller_revisions_for_rollout_history_and_undo() {
+    let (_dir, s) = e2e::cli::cluster();
+    let count = wait_for(&s, 60, "3 nodes", || {
+        let n = nodes(&s).len();
+        (n == 3).then_some(n)
+    });
+    e2e::cli::apply(
+        &s,
+        r#"
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: hist
+  annotations: {kubernetes.io/change-cause: "image busybox:1"}
+spec:
+  revisionHistoryLimit: 2
+  selector: {matchLabels: {app: hist}}
+  template:
+    metadata: {labels: {app: hist}}
+    spec:
+      containers: [{name: c, image: "busybox:1"}]
+"#,
+    );
+    history::check_history(&s, "DaemonSet", "daemonset/hist", "hist", count, |r| {
+        r["metadata"]["labels"]["controller-revision-hash"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    });
 }

@@ -1,11 +1,16 @@
 //! A StatefulSet of 3 comes up in order with stable names, hostnames and PVCs; scaling down
 //! removes the highest ordinals; a RollingUpdate with a partition only replaces the pods at or
-//! above it; a Parallel set starts every pod at once.
+//! above it; a Parallel set starts every pod at once. Its templates are kept as
+//! ControllerRevisions, which its status names: `kubectl rollout history` and `rollout undo`
+//! work.
 
 use std::time::{Duration, Instant};
 
 use e2e::ServerProcess;
 use e2e::cli::{apply, json, ok, wait_for};
+
+#[path = "support/history.rs"]
+mod history;
 
 /// (name, creationTimestamp, image, running) of the set's live pods, by name.
 fn pods(s: &ServerProcess, app: &str) -> Vec<(String, String, String, bool)> {
@@ -173,5 +178,58 @@ fn a_parallel_statefulset_starts_every_pod_at_once() {
     assert!(
         describe.contains("create Pod web-0 in StatefulSet web successful"),
         "{describe}"
+    );
+}
+
+#[test]
+fn a_statefulset_keeps_controller_revisions_for_rollout_history_and_undo() {
+    let (_dir, s) = e2e::cli::cluster();
+    apply(
+        &s,
+        r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: web
+  annotations: {kubernetes.io/change-cause: "image busybox:1"}
+spec:
+  serviceName: web
+  replicas: 2
+  revisionHistoryLimit: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: c, image: "busybox:1"}]
+"#,
+    );
+    // The status names revisions that exist.
+    let st = wait_for(&s, 120, "the set's revisions in its status", || {
+        let st = json(&s, &["get", "sts", "web", "-o", "json"]);
+        (st["status"]["readyReplicas"] == 2).then_some(st)
+    });
+    let revs = history::revisions(&s, "web");
+    let names: Vec<&str> = revs
+        .iter()
+        .filter_map(|r| r["metadata"]["name"].as_str())
+        .collect();
+    for field in ["currentRevision", "updateRevision"] {
+        let named = st["status"][field].as_str().unwrap_or_default();
+        assert!(names.contains(&named), "{field} {named} not in {names:?}");
+    }
+    history::check_history(&s, "StatefulSet", "statefulset/web", "web", 2, |r| {
+        r["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    });
+    let st = json(&s, &["get", "sts", "web", "-o", "json"]);
+    let last = history::revisions(&s, "web")
+        .last()
+        .map(|r| r["metadata"]["name"].clone());
+    assert_eq!(Some(st["status"]["updateRevision"].clone()), last, "{st}");
+    assert_eq!(
+        st["status"]["currentRevision"], st["status"]["updateRevision"],
+        "{st}"
     );
 }
