@@ -4,31 +4,40 @@ DATA_DIR ?= $(CURDIR)/.capstan
 STORE_URL ?= http://127.0.0.1:2379
 SECURE_PORT ?= 6443
 
-.PHONY: all build run run-store test test-faults lint bench bench-store bench-api bench-scheduler bench-controllers clean
+.PHONY: all build build-release run run-store test test-deps test-faults lint bench bench-store bench-api bench-scheduler bench-controllers clean
 
 all: build
 
 build:
 	$(CARGO) build -p capstan
 
-## run: build and start `capstan server` (store + Kubernetes API) on https://127.0.0.1:$(SECURE_PORT)
-## with data, PKI and the admin kubeconfig in ./.capstan/
-run: build
+build-release:
+	$(CARGO) build --release -p capstan
+
+## run: build (release: a debug build is slow under load) and start `capstan server` (store +
+## Kubernetes API, scheduler, controllers, 3 simulated nodes) on https://127.0.0.1:$(SECURE_PORT)
+## with data, PKI and the admin kubeconfig in ./.capstan/. Needs only the Rust toolchain.
+run: build-release
 	@echo "export KUBECONFIG=$(DATA_DIR)/admin.kubeconfig   # then: kubectl get ns"
-	./target/debug/capstan server --data-dir $(DATA_DIR) --secure-port $(SECURE_PORT)
+	./target/release/capstan server --data-dir $(DATA_DIR) --secure-port $(SECURE_PORT)
 
 ## run-store: a bare store member speaking the etcd v3 API on $(STORE_URL)
-run-store: build
+run-store: build-release
 	@echo "export ETCDCTL_API=3 ETCDCTL_ENDPOINTS=$(STORE_URL)   # then: etcdctl put k v"
-	./target/debug/capstan store --name default --data-dir $(DATA_DIR)/store-only --listen-client-urls $(STORE_URL)
+	./target/release/capstan store --name default --data-dir $(DATA_DIR)/store-only --listen-client-urls $(STORE_URL)
 
 ## test: every test — unit tests next to the code and e2e tests against the real binary.
 ## The binary is built first, in one invocation with the tests: the same package selection and
 ## dev-dependencies, so the same features, and nothing is built twice (`build -p capstan` alone
 ## resolved features differently and compiled every kube-based crate a second time).
-test:
+## What the tests need besides Rust (etcd, etcdctl, the Python client) is installed first.
+test: test-deps
 	$(CARGO) build --workspace --bins --tests
 	$(CARGO) test --workspace
+
+## test-deps: install what the tests drive besides the binary (scripts/test-deps.sh).
+test-deps:
+	@bash scripts/test-deps.sh
 
 ## test-faults: the long form of the store fault suite: FAULT_RUNS runs (default 100) of a
 ## 3-member cluster under load with kill -9, SIGSTOP, partition (one-way and isolation), delay
@@ -53,7 +62,7 @@ lint:
 bench: bench-store bench-api bench-scheduler bench-controllers
 
 ## bench-store: capstan store vs Debian's etcd 3.4, same client, same disk.
-bench-store:
+bench-store: test-deps
 	$(CARGO) build --release -p capstan
 	$(CARGO) bench -p e2e --bench store
 
