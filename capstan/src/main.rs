@@ -330,6 +330,10 @@ struct ServerArgs {
     /// The in-process node lifecycle controller's `--node-monitor-grace-period` (e.g. `40s`).
     #[arg(long)]
     node_monitor_grace_period: Option<String>,
+    /// The in-process node lifecycle controller's `--node-startup-grace-period` (e.g. `1m`):
+    /// how long a Node that never posted status waits before its conditions become Unknown.
+    #[arg(long)]
+    node_startup_grace_period: Option<String>,
     /// Comma-separated URLs on which the embedded store member also serves the etcd v3 API
     /// (http://IP:PORT; default: none), as a stacked etcd member does.
     #[arg(long, value_delimiter = ',')]
@@ -640,6 +644,10 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         let mut options = options;
         if let Some(g) = &args.node_monitor_grace_period {
             options.node_monitor_grace_period =
+                controllers::parse_duration(g).map_err(anyhow::Error::msg)?;
+        }
+        if let Some(g) = &args.node_startup_grace_period {
+            options.node_startup_grace_period =
                 controllers::parse_duration(g).map_err(anyhow::Error::msg)?;
         }
         tasks.push(spawn_component(

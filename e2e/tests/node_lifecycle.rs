@@ -329,7 +329,12 @@ spec:
 
 #[test]
 fn a_node_that_never_posts_status_gets_unknown_conditions_and_unreachable_taints() {
-    let (_dir, s) = e2e::cli::cluster();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = e2e::ServerProcess::start_cluster(
+        &dir.path().join("data"),
+        &["--node-startup-grace-period=30s"],
+    )
+    .expect("server starts");
     let (created, _, err) = s
         .kubectl_as(
             &s.kubeconfig,
@@ -338,7 +343,7 @@ fn a_node_that_never_posts_status_gets_unknown_conditions_and_unreachable_taints
         )
         .expect("kubectl runs");
     assert!(created, "{err}");
-    // Within its startup grace period (upstream's 1 minute): no conditions, and the
+    // Within its startup grace period (upstream's 1 minute, 30 s here): no conditions, and the
     // `not-ready` taint admission gave it goes (no Ready condition maps to no taint).
     let n = json(&s, &["get", "node", "silent", "-o", "json"]);
     assert!(n["status"]["conditions"].is_null(), "{n}");
