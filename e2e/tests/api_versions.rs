@@ -91,6 +91,32 @@ fn hpa_v1_and_v2_are_one_object_with_upstreams_defaults() {
         v2["metadata"]["resourceVersion"]
     );
 
+    // The answer to a v1 write is the stored object read back at v1: a v1 HPA without a CPU
+    // target comes back with the 80 % it implies, and v1's status.
+    let (created, out, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["create", "-f", "-", "-o", "json"],
+            Some(
+                &V1_HPA
+                    .replace("from-v1", "implied")
+                    .replace("  targetCPUUtilizationPercentage: 50\n", ""),
+            ),
+        )
+        .expect("kubectl runs");
+    assert!(created, "{err}");
+    let answer: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(answer["apiVersion"], "autoscaling/v1");
+    assert_eq!(
+        answer["spec"]["targetCPUUtilizationPercentage"], 80,
+        "{answer}"
+    );
+    assert_eq!(
+        answer["status"],
+        json!({"currentReplicas": 0, "desiredReplicas": 0})
+    );
+    ok(&s, &["delete", V1, "implied"]);
+
     // Written through v2 without minReplicas: defaulted, behavior filled in; read through v1
     // with the v2-only fields in upstream's annotations.
     create(&s, V2_HPA);

@@ -138,6 +138,18 @@ pub fn from_storage(r: &ResourceInfo, mut obj: Map<String, Value>) -> Map<String
     obj
 }
 
+/// A served object as a read gives it back once stored: through the stored form and back
+/// (upstream answers a write with its stored object converted to the request's version, e.g.
+/// an autoscaling/v1 HPA created without a CPU target comes back with the implied 80 %).
+/// The identity, without a copy, for resources stored as served.
+pub fn round_trip(r: &ResourceInfo, obj: Map<String, Value>) -> Map<String, Value> {
+    if is_converted(r) {
+        from_storage(r, to_storage(r, obj))
+    } else {
+        obj
+    }
+}
+
 /// The field selector label of the stored form for `r`'s label `label`.
 pub fn field_label_to_storage<'a>(r: &ResourceInfo, label: &'a str) -> &'a str {
     if conversion(r) != Some(Conversion::Event) {
