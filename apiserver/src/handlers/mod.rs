@@ -860,6 +860,7 @@ async fn create(
             .into_response();
         return Ok(with_warnings(resp, &warnings));
     }
+    let mut obj = registry::convert::round_trip(r, obj);
     if let Some(m) = object::meta(&mut obj) {
         m.insert("resourceVersion".into(), json!(rev.to_string()));
     }
@@ -1091,6 +1092,7 @@ async fn store_update(
         .update(&key, bytes, expected)
         .await
         .map_err(|e| conflict_or(e, r, name))?;
+    let mut new = registry::convert::round_trip(r, new);
     if let Some(m) = object::meta(&mut new) {
         m.insert("resourceVersion".into(), json!(rev.to_string()));
     }
