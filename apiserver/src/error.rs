@@ -127,6 +127,10 @@ pub enum ApiError {
     /// 405.
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
+    /// 405 with a message of its own (e.g. `create not allowed while custom resource
+    /// definition is terminating`).
+    #[error("{0}")]
+    NotAllowed(String),
     /// 406.
     #[error("{0}")]
     NotAcceptable(String),
@@ -195,7 +199,7 @@ impl ApiError {
             ApiError::Invalid { .. } | ApiError::Unprocessable(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::MethodNotAllowed | ApiError::NotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -219,7 +223,7 @@ impl ApiError {
             ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
             ApiError::Gone(_) => "Expired",
             ApiError::Invalid { .. } | ApiError::Unprocessable(_) => "Invalid",
-            ApiError::MethodNotAllowed => "MethodNotAllowed",
+            ApiError::MethodNotAllowed | ApiError::NotAllowed(_) => "MethodNotAllowed",
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",

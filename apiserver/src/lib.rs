@@ -15,6 +15,7 @@ pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod codec;
+pub mod crd;
 pub mod defaults;
 pub mod discovery;
 pub mod encryption;
@@ -92,9 +93,11 @@ pub async fn run(
         cfg.compaction_interval,
     ));
     let maintainer = tokio::spawn(maintain_system_objects(Arc::clone(&ctx)));
+    let crds = tokio::spawn(crd::controller::run(Arc::clone(&ctx)));
     let result = server::serve(&cfg, ctx, shutdown).await;
     compactor.abort();
     maintainer.abort();
+    crds.abort();
     result
 }
 

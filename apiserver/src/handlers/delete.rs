@@ -169,6 +169,9 @@ enum Grace {
 /// the pod's terminationGracePeriodSeconds, and 0 for pods never scheduled or already done.
 fn before_delete(r: &ResourceInfo, obj: &mut Map<String, Value>, opts: &DeleteOptions) -> Grace {
     let requested = opts.grace_period.map(|g| if g < 0 { 1 } else { g });
+    if crate::crd::serve::is_crd(r) && object::meta_str(obj, "deletionTimestamp").is_empty() {
+        crate::crd::serve::before_crd_delete(obj);
+    }
     if !is_pod(r) {
         return Grace::None;
     }

@@ -732,6 +732,7 @@ async fn create(
     body: &[u8],
     q: &Query,
 ) -> Result<Response> {
+    crate::crd::serve::check_create(r)?;
     let mut obj = object::decode(headers, body)?;
     object::check_type(&mut obj, r)?;
     let (mut obj, warnings) = field_validation(r, obj, q)?;
@@ -817,7 +818,13 @@ async fn create(
         // name is the same 409 AlreadyExists as a real one.
         let name = object::meta_str(&obj, "name");
         let key = registry::key(r, namespace, name);
-        if ctx.storage.get(&key).await.map_err(storage_error)?.is_some() {
+        if ctx
+            .storage
+            .get(&key)
+            .await
+            .map_err(storage_error)?
+            .is_some()
+        {
             return Err(ApiError::AlreadyExists {
                 resource: object::group_resource(r),
                 name: name.to_owned(),
@@ -1213,6 +1220,12 @@ async fn patch(
                 json_patch::merge(&mut doc, &patch);
                 doc
             }
+            // Custom resources have no strategy markers: upstream answers 415.
+            "application/strategic-merge-patch+json" if crate::crd::serve::is_custom(r) => {
+                return Err(ApiError::UnsupportedMediaType(
+                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into(),
+                ));
+            }
             "application/strategic-merge-patch+json" => {
                 Value::Object(crate::patch::strategic_merge(r, old.clone(), &patch)?)
             }
@@ -1377,7 +1390,10 @@ async fn bootstrap_kubernetes_service(ctx: &Ctx) -> Result<()> {
 /// The `default/kubernetes` EndpointSlice, which kube-apiserver's endpoint reconciler
 /// writes itself (the EndpointSlice controller skips Services without a selector).
 async fn bootstrap_kubernetes_slice(ctx: &Ctx, host: &str, port: u16) -> Result<()> {
-    let Some(slices) = ctx.registry.find("discovery.k8s.io", "v1", "endpointslices") else {
+    let Some(slices) = ctx
+        .registry
+        .find("discovery.k8s.io", "v1", "endpointslices")
+    else {
         return Ok(());
     };
     let address_type = if host.contains(':') { "IPv6" } else { "IPv4" };

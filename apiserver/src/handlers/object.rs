@@ -337,7 +337,7 @@ pub(crate) fn prepare_for_create(r: &ResourceInfo, obj: &mut Map<String, Value>)
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
         m.remove("selfLink");
-        if GENERATION_TRACKED.contains(&r.plural) {
+        if GENERATION_TRACKED.contains(&r.plural) || crate::crd::serve::is_custom(r) {
             m.insert("generation".into(), json!(1));
         } else {
             m.remove("generation");
@@ -374,7 +374,12 @@ pub(crate) fn prepare_for_update(
     old: &Map<String, Value>,
 ) {
     let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
-    let spec_changed = new.get("spec") != old.get("spec");
+    let custom = crate::crd::serve::is_custom(r);
+    let spec_changed = if custom {
+        crate::crd::serve::spec_changed(r, new, old)
+    } else {
+        new.get("spec") != old.get("spec")
+    };
     if let Some(m) = meta(new) {
         for field in [
             "uid",
@@ -392,7 +397,7 @@ pub(crate) fn prepare_for_update(
             }
         }
         m.remove("resourceVersion");
-        if GENERATION_TRACKED.contains(&r.plural) {
+        if GENERATION_TRACKED.contains(&r.plural) || custom {
             let g = old_meta
                 .get("generation")
                 .and_then(Value::as_i64)

@@ -99,6 +99,12 @@ pub enum KindClass {
     /// Served by other means (e.g. componentstatuses: read-only computed; bindings in core/v1 —
     /// the legacy `bindings` resource).
     Virtual,
+    /// A custom resource (a served version of an established CRD): stored like
+    /// [`KindClass::Stored`], at the CRD's storage version.
+    Custom {
+        /// The version objects are stored at (`spec.versions[].storage`).
+        storage_version: &'static str,
+    },
 }
 
 // Verb lists, each in the order discovery prints them (the installer sorts them).
@@ -1088,6 +1094,7 @@ mod tests {
                     assert!(r.has_verb("watch") && r.has_verb("list") && r.has_verb("create"));
                     assert!(!r.kind.ends_with("Review"), "{}", r.kind);
                 }
+                KindClass::Custom { .. } => panic!("{} is built in", r.plural),
             }
         }
         assert_eq!(

@@ -10,10 +10,12 @@
 
 pub mod catalog;
 pub mod convert;
+pub mod custom;
 pub mod typed;
 pub(crate) mod types;
 
 use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use catalog::{KindClass, ResourceInfo};
 
@@ -39,6 +41,18 @@ pub struct Registry {
     /// preferred versions: listed by discovery, never stored.
     reviews: Vec<&'static ResourceInfo>,
     by_path: HashMap<(String, String, String), &'static ResourceInfo>,
+    /// The served versions of established CRDs, replaced whole on every CRD change.
+    custom: RwLock<CustomSet>,
+}
+
+/// The custom resources being served.
+#[derive(Debug, Default)]
+struct CustomSet {
+    /// In discovery order: groups by name, versions in Kubernetes order, then by plural.
+    served: Vec<Arc<custom::CustomVersion>>,
+    by_path: HashMap<(String, String, String), Arc<custom::CustomVersion>>,
+    /// Bumped on every change (discovery's ETag).
+    generation: u64,
 }
 
 impl Registry {
@@ -76,19 +90,100 @@ impl Registry {
             served,
             reviews,
             by_path,
+            custom: RwLock::new(CustomSet::default()),
         }
     }
 
-    /// The resource served at `group`/`version`/`plural`.
+    /// The resource served at `group`/`version`/`plural`: built-in, or a custom resource.
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
-        self.by_path
-            .get(&(group.to_owned(), version.to_owned(), plural.to_owned()))
-            .copied()
+        let key = (group.to_owned(), version.to_owned(), plural.to_owned());
+        if let Some(r) = self.by_path.get(&key) {
+            return Some(*r);
+        }
+        self.read_custom().by_path.get(&key).map(|c| c.info)
     }
 
-    /// Served resources in discovery order.
+    /// The built-in resources served, in discovery order.
     pub fn resources(&self) -> &[&'static ResourceInfo] {
         &self.served
+    }
+
+    /// What a CRD says of custom resource `r` (schema, printer columns, …); `None` for
+    /// built-in resources.
+    pub fn custom(&self, r: &ResourceInfo) -> Option<Arc<custom::CustomVersion>> {
+        if !matches!(r.kind_class, KindClass::Custom { .. }) {
+            return None;
+        }
+        let key = (
+            r.group.to_owned(),
+            r.version.to_owned(),
+            r.plural.to_owned(),
+        );
+        self.read_custom().by_path.get(&key).cloned()
+    }
+
+    /// Every served custom version, in discovery order.
+    pub fn custom_resources(&self) -> Vec<Arc<custom::CustomVersion>> {
+        self.read_custom().served.clone()
+    }
+
+    /// Replaces the served custom versions (the CRD controller's view of every established
+    /// CRD); returns whether discovery changed.
+    pub fn set_custom(&self, versions: Vec<custom::CustomVersion>) -> bool {
+        let mut versions: Vec<Arc<custom::CustomVersion>> =
+            versions.into_iter().map(Arc::new).collect();
+        versions.sort_by(|a, b| {
+            a.info
+                .group
+                .cmp(b.info.group)
+                .then_with(|| custom::kube_version_order(a.info.version, b.info.version))
+                .then_with(|| a.info.plural.cmp(b.info.plural))
+        });
+        let by_path = versions
+            .iter()
+            .map(|c| {
+                let key = (
+                    c.info.group.to_owned(),
+                    c.info.version.to_owned(),
+                    c.info.plural.to_owned(),
+                );
+                (key, Arc::clone(c))
+            })
+            .collect();
+        custom::publish(&versions);
+        let mut set = self.custom.write().unwrap_or_else(PoisonError::into_inner);
+        let changed = set.served.len() != versions.len()
+            || set
+                .served
+                .iter()
+                .zip(&versions)
+                .any(|(a, b)| !std::ptr::eq(a.info, b.info) || a.terminating != b.terminating);
+        set.served = versions;
+        set.by_path = by_path;
+        if changed {
+            set.generation += 1;
+        }
+        changed
+    }
+
+    /// A number that changes whenever the custom resources served change (discovery's ETag).
+    pub fn custom_generation(&self) -> u64 {
+        self.read_custom().generation
+    }
+
+    fn read_custom(&self) -> std::sync::RwLockReadGuard<'_, CustomSet> {
+        self.custom.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Built-in and custom resources, with the reviews: what discovery lists.
+    fn discovered(&self) -> Vec<&'static ResourceInfo> {
+        let custom = self.read_custom();
+        self.served
+            .iter()
+            .chain(&self.reviews)
+            .copied()
+            .chain(custom.served.iter().map(|c| c.info))
+            .collect()
     }
 
     /// Served groups with their versions, in discovery order (core group is "").
@@ -96,20 +191,18 @@ impl Registry {
         groups_of(&self.served)
     }
 
-    /// As [`Registry::groups`], with the groups of the reviews too (what discovery lists).
+    /// As [`Registry::groups`], with the groups of the reviews and of the custom resources
+    /// too (what discovery lists).
     pub fn discovery_groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
-        let all: Vec<&'static ResourceInfo> =
-            self.served.iter().chain(&self.reviews).copied().collect();
-        groups_of(&all)
+        groups_of(&self.discovered())
     }
 
-    /// As [`Registry::in_version`], with the reviews too (what discovery lists).
+    /// As [`Registry::in_version`], with the reviews and the custom resources too (what
+    /// discovery lists).
     pub fn discovery_in_version(&self, group: &str, version: &str) -> Vec<&'static ResourceInfo> {
-        self.served
-            .iter()
-            .chain(&self.reviews)
+        self.discovered()
+            .into_iter()
             .filter(|r| r.group == group && r.version == version)
-            .copied()
             .collect()
     }
 

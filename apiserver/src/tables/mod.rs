@@ -145,6 +145,25 @@ fn table_at(
     now: Timestamp,
 ) -> Value {
     let env = Env { now, resource: r };
+    if crate::crd::serve::is_custom(r) {
+        let age_of = |o: &Map<String, Value>| age(&env, J::Obj(o));
+        let (columns, cells) = crate::crd::serve::table(r, objects, &age_of);
+        let rows: Vec<Value> = objects
+            .iter()
+            .zip(cells)
+            .map(|(obj, cells)| json!({ "cells": cells, "object": row_object(obj, include) }))
+            .collect();
+        return json!({
+            "kind": "Table",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": match list_metadata {
+                Value::Object(m) => Value::Object(m),
+                _ => Value::Object(Map::new()),
+            },
+            "columnDefinitions": columns,
+            "rows": rows,
+        });
+    }
     let printer = printer_for(r);
     let mut printed: Vec<(&Map<String, Value>, Row)> = objects
         .iter()

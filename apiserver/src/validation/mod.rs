@@ -43,6 +43,9 @@ pub fn validate(
     obj: &Map<String, Value>,
     old: Option<&Map<String, Value>>,
 ) -> Vec<FieldError> {
+    if crate::crd::serve::is_custom(r) || crate::crd::serve::is_crd(r) {
+        return crate::crd::serve::validate(r, obj, old);
+    }
     match (r.group, r.version) {
         ("", "v1") => core::validate(r.kind, obj, old),
         ("apps", "v1") => apps::validate(r.kind, obj, old),

@@ -56,10 +56,20 @@ enum Conversion {
     Event,
     /// `autoscaling/v1` HorizontalPodAutoscaler ↔ `autoscaling/v2`.
     HpaV1,
+    /// A custom resource served at a version other than its CRD's storage version, with
+    /// conversion strategy `None`: only `apiVersion` changes (upstream's nopConverter).
+    CustomNone {
+        /// The storage version.
+        storage_version: &'static str,
+    },
 }
 
 /// The conversion `r` is served through, if any.
 fn conversion(r: &ResourceInfo) -> Option<Conversion> {
+    if let catalog::KindClass::Custom { storage_version } = r.kind_class {
+        return (storage_version != r.version)
+            .then_some(Conversion::CustomNone { storage_version });
+    }
     match (r.group, r.version, r.plural) {
         ("events.k8s.io", _, "events") => Some(Conversion::Event),
         ("autoscaling", "v1", "horizontalpodautoscalers") => Some(Conversion::HpaV1),
@@ -77,6 +87,8 @@ pub fn storage_resource(r: &ResourceInfo) -> Option<&'static ResourceInfo> {
     match conversion(r)? {
         Conversion::Event => catalog::find("", "v1", "events"),
         Conversion::HpaV1 => catalog::find("autoscaling", "v2", "horizontalpodautoscalers"),
+        // Every version of a custom resource shares its keys and selectable fields.
+        Conversion::CustomNone { .. } => None,
     }
 }
 
@@ -101,6 +113,13 @@ fn rename(obj: &mut Map<String, Value>, pairs: impl Iterator<Item = (&'static st
 
 /// `obj` as served by `r` converted to the form it is stored in.
 pub fn to_storage(r: &ResourceInfo, mut obj: Map<String, Value>) -> Map<String, Value> {
+    if let Some(Conversion::CustomNone { storage_version }) = conversion(r) {
+        obj.insert(
+            "apiVersion".into(),
+            json!(format!("{}/{storage_version}", r.group)),
+        );
+        return obj;
+    }
     let Some(s) = storage_resource(r) else {
         return obj;
     };
@@ -118,7 +137,7 @@ pub fn storage_form<'a>(
     r: &ResourceInfo,
     obj: &'a Map<String, Value>,
 ) -> std::borrow::Cow<'a, Map<String, Value>> {
-    if storage_resource(r).is_some() {
+    if is_converted(r) {
         std::borrow::Cow::Owned(to_storage(r, obj.clone()))
     } else {
         std::borrow::Cow::Borrowed(obj)
@@ -130,6 +149,10 @@ pub fn from_storage(r: &ResourceInfo, mut obj: Map<String, Value>) -> Map<String
     match conversion(r) {
         None => return obj,
         Some(Conversion::HpaV1) => return hpa::to_v1(obj),
+        Some(Conversion::CustomNone { .. }) => {
+            obj.insert("apiVersion".into(), json!(super::api_version(r)));
+            return obj;
+        }
         Some(Conversion::Event) => {}
     }
     rename(&mut obj, EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)));

@@ -1,0 +1,362 @@
+//! The CRD controllers of upstream's apiextensions-apiserver, run inside this server:
+//! naming and establishing (each CRD's `status.acceptedNames`, `NamesAccepted` and
+//! `Established` conditions, `storedVersions`), serving (the registry's custom resources
+//! follow the established CRDs, so a new CRD is served within one pass of its creation), and
+//! the `customresourcecleanup.apiextensions.k8s.io` finalizer (a deleted CRD's objects are
+//! deleted first, then the CRD goes).
+//!
+//! One task follows the CRDs' watch-cache window: every change re-reads all CRDs (there are
+//! few), writes the statuses that differ (compare-and-swap on each CRD's revision: a lost
+//! race is the next pass's work), replaces the registry's custom set, and works on CRDs
+//! being deleted. While one is, it also runs every second, until its objects are gone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::handlers::Ctx;
+use crate::registry::custom;
+use crate::storage;
+
+/// Where CRDs are stored.
+pub const CRD_PREFIX: &str = "/registry/apiextensions.k8s.io/customresourcedefinitions/";
+/// The finalizer that deletes a CRD's objects before the CRD itself.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+/// How often a pass runs while a CRD is being deleted.
+const TERMINATING_PASS: Duration = Duration::from_secs(1);
+/// How often a pass runs anyway (a missed change, a lost status race).
+const RESYNC: Duration = Duration::from_secs(30);
+
+/// Runs the controllers until the process ends.
+pub async fn run(ctx: Arc<Ctx>) {
+    let mut sub = ctx.watch_cache.subscribe(CRD_PREFIX, &[]);
+    loop {
+        // Mark the window as seen first: a change during the pass wakes the next one.
+        let _ = sub.since(i64::MAX - 1);
+        let busy = match pass(&ctx).await {
+            Ok(busy) => busy,
+            Err(err) => {
+                tracing::warn!(%err, "CRD controller pass failed");
+                true
+            }
+        };
+        let wait = if busy { TERMINATING_PASS } else { RESYNC };
+        tokio::select! {
+            alive = sub.changed() => {
+                if !alive {
+                    tokio::time::sleep(TERMINATING_PASS).await;
+                }
+            }
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// One pass over every CRD; `true` while a CRD is being deleted (more passes needed soon).
+async fn pass(ctx: &Ctx) -> Result<bool, storage::Error> {
+    let page = ctx.storage.list(CRD_PREFIX, None, 0, 0).await?;
+    let mut crds: Vec<(String, i64, Value)> = page
+        .items
+        .into_iter()
+        .filter_map(|(key, stored)| {
+            let v: Value = serde_json::from_slice(&stored.value).ok()?;
+            Some((key, stored.revision, v))
+        })
+        .collect();
+    // Names are claimed first come, first served: the oldest CRD keeps a contested name.
+    crds.sort_by(|a, b| {
+        let created = |v: &Value| {
+            v["metadata"]["creationTimestamp"]
+                .as_str()
+                .map(str::to_owned)
+        };
+        created(&a.2).cmp(&created(&b.2)).then(a.0.cmp(&b.0))
+    });
+    let mut accepted: Vec<Value> = Vec::new();
+    for (key, revision, crd) in &mut crds {
+        let status = desired_status(crd, &accepted);
+        if status != crd["status"] {
+            let mut next = crd.clone();
+            next["status"] = status;
+            let bytes = serde_json::to_vec(&next).unwrap_or_default();
+            match ctx.storage.update(key, bytes, *revision).await {
+                Ok(rev) => {
+                    *revision = rev;
+                    *crd = next;
+                }
+                Err(storage::Error::Conflict | storage::Error::NotFound) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        accepted.push(crd.clone());
+    }
+    let versions = crds
+        .iter()
+        .flat_map(|(_, _, crd)| custom::versions_of(crd))
+        .collect();
+    if ctx.registry.set_custom(versions) {
+        tracing::info!(
+            served = ctx.registry.custom_resources().len(),
+            "custom resources changed"
+        );
+    }
+    let mut busy = false;
+    for (key, revision, crd) in &crds {
+        if crd["metadata"]["deletionTimestamp"].is_null() {
+            continue;
+        }
+        busy = true;
+        if let Err(err) = finalize(ctx, key, *revision, crd).await {
+            tracing::warn!(%err, crd = %key, "deleting a CRD's objects");
+        }
+    }
+    Ok(busy)
+}
+
+/// The status the naming and establishing controllers give `crd`, the CRDs before it
+/// (oldest first) having claimed their names.
+fn desired_status(crd: &Value, earlier: &[Value]) -> Value {
+    let mut next = crd.clone();
+    let names = &crd["spec"]["names"];
+    let group = &crd["spec"]["group"];
+    let claimed = |v: &Value| -> Vec<String> {
+        let n = &v["status"]["acceptedNames"];
+        let mut out: Vec<String> = ["plural", "singular", "kind", "listKind"]
+            .iter()
+            .filter_map(|f| n[*f].as_str())
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        out.extend(
+            n["shortNames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_owned),
+        );
+        out
+    };
+    let conflict = earlier
+        .iter()
+        .filter(|o| o["spec"]["group"] == *group)
+        .find_map(|o| {
+            let taken = claimed(o);
+            ["plural", "singular", "kind", "listKind"]
+                .iter()
+                .filter_map(|f| names[*f].as_str())
+                .chain(
+                    names["shortNames"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str),
+                )
+                .find(|n| !n.is_empty() && taken.iter().any(|t| t == n))
+                .map(|n| format!("{n:?} is already in use"))
+        });
+    match conflict {
+        Some(message) => set_condition(
+            &mut next,
+            "NamesAccepted",
+            "False",
+            "NameConflict",
+            &message,
+        ),
+        None => {
+            next["status"]["acceptedNames"] = names.clone();
+            set_condition(
+                &mut next,
+                "NamesAccepted",
+                "True",
+                "NoConflicts",
+                "no conflicts found",
+            );
+        }
+    }
+    if next["status"]["acceptedNames"].is_object() {
+        set_condition(
+            &mut next,
+            "Established",
+            "True",
+            "InitialNamesAccepted",
+            "the initial names have been accepted",
+        );
+    }
+    let storage = crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["storage"] == true)
+        .and_then(|v| v["name"].as_str());
+    if let Some(storage) = storage {
+        if !next["status"]["storedVersions"].is_array() {
+            next["status"]["storedVersions"] = json!([]);
+        }
+        if let Some(stored) = next["status"]["storedVersions"].as_array_mut()
+            && !stored.iter().any(|v| v == storage)
+        {
+            stored.push(json!(storage));
+        }
+    }
+    next["status"].clone()
+}
+
+/// The storage prefix of every object of `crd` (all its versions share it).
+fn objects_prefix(crd: &Value) -> Option<String> {
+    let group = crd["spec"]["group"].as_str().filter(|g| !g.is_empty())?;
+    let plural = crd["status"]["acceptedNames"]["plural"]
+        .as_str()
+        .or_else(|| crd["spec"]["names"]["plural"].as_str())
+        .filter(|p| !p.is_empty())?;
+    Some(format!("/registry/{group}/{plural}/"))
+}
+
+/// The cleanup finalizer's work on a CRD being deleted: delete its objects (those with
+/// finalizers are marked and waited for), then remove the finalizer, which removes the CRD.
+async fn finalize(ctx: &Ctx, key: &str, revision: i64, crd: &Value) -> Result<(), storage::Error> {
+    let finalizers: Vec<&str> = crd["metadata"]["finalizers"]
+        .as_array()
+        .map(|f| f.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !finalizers.contains(&CLEANUP_FINALIZER) {
+        // Someone else's finalizers hold it: nothing of ours left to do.
+        if finalizers.is_empty() {
+            match ctx.storage.delete(key, revision).await {
+                Ok(_) | Err(storage::Error::Conflict | storage::Error::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        return Ok(());
+    }
+    let remaining = match objects_prefix(crd) {
+        Some(prefix) => delete_objects(ctx, &prefix).await?,
+        None => 0,
+    };
+    let mut next = crd.clone();
+    if remaining > 0 {
+        set_condition(
+            &mut next,
+            "Terminating",
+            "True",
+            "InstanceDeletionInProgress",
+            "CustomResource deletion is in progress",
+        );
+        if next != *crd {
+            let bytes = serde_json::to_vec(&next).unwrap_or_default();
+            match ctx.storage.update(key, bytes, revision).await {
+                Ok(_) | Err(storage::Error::Conflict | storage::Error::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        return Ok(());
+    }
+    // Every object is gone: the finalizer goes, and with it (no other finalizer) the CRD.
+    let others: Vec<&str> = finalizers
+        .into_iter()
+        .filter(|f| *f != CLEANUP_FINALIZER)
+        .collect();
+    if others.is_empty() {
+        match ctx.storage.delete(key, revision).await {
+            Ok(_) => tracing::info!(crd = %key, "CRD deleted after its objects"),
+            Err(storage::Error::Conflict | storage::Error::NotFound) => {}
+            Err(e) => return Err(e),
+        }
+        return Ok(());
+    }
+    next["metadata"]["finalizers"] = json!(others);
+    set_condition(
+        &mut next,
+        "Terminating",
+        "True",
+        "InstanceDeletionCompleted",
+        "removed all instances",
+    );
+    let bytes = serde_json::to_vec(&next).unwrap_or_default();
+    match ctx.storage.update(key, bytes, revision).await {
+        Ok(_) | Err(storage::Error::Conflict | storage::Error::NotFound) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Deletes the objects under `prefix` that have no finalizers and marks the others as being
+/// deleted; returns how many are left.
+async fn delete_objects(ctx: &Ctx, prefix: &str) -> Result<usize, storage::Error> {
+    let page = ctx.storage.list(prefix, None, 0, 0).await?;
+    let mut remaining = 0;
+    for (key, stored) in page.items {
+        let Ok(Value::Object(mut obj)) = serde_json::from_slice::<Value>(&stored.value) else {
+            continue;
+        };
+        let has_finalizers = obj
+            .get("metadata")
+            .and_then(|m| m.get("finalizers"))
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        if !has_finalizers {
+            match ctx.storage.delete(&key, stored.revision).await {
+                Ok(_) | Err(storage::Error::NotFound) => continue,
+                Err(storage::Error::Conflict) => {
+                    remaining += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        remaining += 1;
+        let meta = obj
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut()
+            && !meta.contains_key("deletionTimestamp")
+        {
+            meta.insert("deletionTimestamp".into(), json!(now()));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            let bytes = serde_json::to_vec(&obj).unwrap_or_default();
+            match ctx.storage.update(&key, bytes, stored.revision).await {
+                Ok(_) | Err(storage::Error::Conflict | storage::Error::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(remaining)
+}
+
+/// Sets condition `type_` of a CRD's status (its transition time kept when the status does
+/// not change).
+pub fn set_condition(crd: &mut Value, type_: &str, status: &str, reason: &str, message: &str) {
+    if !crd["status"].is_object() {
+        crd["status"] = json!({});
+    }
+    if !crd["status"]["conditions"].is_array() {
+        crd["status"]["conditions"] = json!([]);
+    }
+    let Some(conditions) = crd["status"]["conditions"].as_array_mut() else {
+        return;
+    };
+    let existing = conditions.iter_mut().find(|c| c["type"] == type_);
+    match existing {
+        Some(c) => {
+            if c["status"] != status {
+                c["lastTransitionTime"] = json!(now());
+            }
+            c["status"] = json!(status);
+            c["reason"] = json!(reason);
+            c["message"] = json!(message);
+        }
+        None => conditions.push(json!({
+            "type": type_,
+            "status": status,
+            "lastTransitionTime": now(),
+            "reason": reason,
+            "message": message,
+        })),
+    }
+}
+
+/// Now as `metav1.Time` (RFC 3339, whole seconds).
+pub fn now() -> String {
+    let ts = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(ts.as_second()).map_or_else(|_| ts.to_string(), |t| t.to_string())
+}

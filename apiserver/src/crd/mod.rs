@@ -1,0 +1,10 @@
+//! CustomResourceDefinitions (upstream's apiextensions-apiserver, inside this server): the
+//! CRD object's own validation and status, the structural schema custom resources are
+//! validated, pruned and defaulted with, and the controller that turns established CRDs into
+//! resources the generic handlers serve.
+
+pub mod controller;
+pub mod printer;
+pub mod serve;
+pub mod naming;
+pub mod schema;

@@ -1,0 +1,140 @@
+//! What the generic handlers do differently for a custom resource — each a hook the
+//! built-in path calls at the same stage it runs its own per-kind code (typed decoding,
+//! defaulting, validation, tables, server-owned fields), so a custom resource goes through
+//! the one request pipeline a built-in one does (upstream's `customresource` strategy and
+//! handler): schema pruning, defaulting and validation, the refusal of new objects while the
+//! CRD is being deleted, `metadata.generation`, server-side Tables from
+//! `additionalPrinterColumns`, and the CRD's own deletion (the cleanup finalizer).
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, FieldError, Result};
+use crate::registry::catalog::{KindClass, ResourceInfo};
+use crate::registry::custom;
+
+/// Whether `r` is a custom resource.
+pub fn is_custom(r: &ResourceInfo) -> bool {
+    matches!(r.kind_class, KindClass::Custom { .. })
+}
+
+/// Whether `r` is the CustomResourceDefinitions resource itself.
+pub fn is_crd(r: &ResourceInfo) -> bool {
+    r.group == "apiextensions.k8s.io" && r.plural == "customresourcedefinitions"
+}
+
+/// Refuses a create of a custom resource whose CRD is being deleted (upstream's 405).
+pub fn check_create(r: &ResourceInfo) -> Result<()> {
+    match custom::lookup(r) {
+        Some(c) if c.terminating => Err(ApiError::NotAllowed(
+            "create not allowed while custom resource definition is terminating".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The warning a deprecated version answers with, if `r` is one.
+pub fn deprecation_warning(r: &ResourceInfo) -> Option<String> {
+    custom::lookup(r).and_then(|c| c.deprecation_warning.clone())
+}
+
+/// Validates a custom resource against its CRD (the generic metadata checks run apart), or a
+/// CRD against upstream's CRD rules.
+pub fn validate(
+    r: &ResourceInfo,
+    obj: &Map<String, Value>,
+    _old: Option<&Map<String, Value>>,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if is_custom(r) {
+        for field in ["apiVersion", "kind"] {
+            if obj
+                .get(field)
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                errs.push(FieldError {
+                    reason: "FieldValueRequired",
+                    field: field.into(),
+                    message: "Required value".into(),
+                });
+            }
+        }
+    }
+    errs
+}
+
+/// Whether an update of a custom resource changes what `metadata.generation` counts: any
+/// top-level field but `metadata` (and `status`, when the status subresource owns it).
+pub fn spec_changed(r: &ResourceInfo, new: &Map<String, Value>, old: &Map<String, Value>) -> bool {
+    let has_status = r.subresources.iter().any(|s| s.name == "status");
+    let counted = |k: &String| k != "metadata" && !(has_status && k == "status");
+    let differs = |a: &Map<String, Value>, b: &Map<String, Value>| {
+        a.iter()
+            .filter(|(k, _)| counted(k))
+            .any(|(k, v)| b.get(k) != Some(v))
+    };
+    differs(new, old) || differs(old, new)
+}
+
+/// What deleting a CRD adds to it first (upstream's CRD REST `Delete`): the cleanup
+/// finalizer, so its objects are deleted before it, and the `Terminating` condition.
+pub fn before_crd_delete(obj: &mut Map<String, Value>) {
+    let mut value = Value::Object(std::mem::take(obj));
+    let finalizers = &mut value["metadata"]["finalizers"];
+    if !finalizers.is_array() {
+        *finalizers = json!([]);
+    }
+    if let Some(f) = finalizers.as_array_mut()
+        && !f.iter().any(|x| x == super::controller::CLEANUP_FINALIZER)
+    {
+        f.push(json!(super::controller::CLEANUP_FINALIZER));
+    }
+    super::controller::set_condition(
+        &mut value,
+        "Terminating",
+        "True",
+        "InstanceDeletionPending",
+        "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+    );
+    if let Value::Object(m) = value {
+        *obj = m;
+    }
+}
+
+/// Column definitions and row cells of a server-side Table of custom resources (upstream's
+/// default columns NAME and AGE when the CRD has no `additionalPrinterColumns`).
+pub fn table(
+    r: &ResourceInfo,
+    objects: &[Map<String, Value>],
+    age: &dyn Fn(&Map<String, Value>) -> String,
+) -> (Vec<Value>, Vec<Vec<Value>>) {
+    let _ = custom::lookup(r);
+    let columns = vec![
+        json!({
+            "name": "Name",
+            "type": "string",
+            "format": "name",
+            "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+            "priority": 0,
+        }),
+        json!({
+            "name": "Age",
+            "type": "date",
+            "format": "",
+            "description": "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+            "priority": 0,
+        }),
+    ];
+    let rows = objects
+        .iter()
+        .map(|o| {
+            let name = o
+                .get("metadata")
+                .and_then(|m| m.get("name"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            vec![name, json!(age(o))]
+        })
+        .collect();
+    (columns, rows)
+}
