@@ -30,8 +30,9 @@ use resources::Resource;
 
 /// `--concurrent-gc-syncs`.
 const WORKERS: usize = 20;
-/// How often discovery is refreshed (upstream's resync of monitors).
-const DISCOVERY_PERIOD: Duration = Duration::from_secs(30);
+/// How often discovery is refreshed to start monitors for new resources (upstream resyncs
+/// every 30 s; new custom resources are collected sooner this way).
+const DISCOVERY_PERIOD: Duration = Duration::from_secs(10);
 const FOREGROUND: &str = "foregroundDeletion";
 const ORPHAN: &str = "orphan";
 
@@ -344,8 +345,13 @@ async fn owner_state(
         match g.resource_for(&r.api_version, &r.kind) {
             Some(i) => (i, g.resources[i].namespaced),
             None => {
-                // Unknown kind: treat as solid, as upstream does when the mapping fails.
-                return Ok(OwnerState::Solid);
+                // A kind discovery has not shown (yet): a custom resource whose CRD was just
+                // established, or a typo. Upstream's REST mapping fails and the item is
+                // retried with back-off until discovery knows the kind.
+                return Err(ReconcileError::Other(format!(
+                    "unable to get REST mapping for {}/{}",
+                    r.api_version, r.kind
+                )));
             }
         }
     };
