@@ -30,6 +30,12 @@ spec:
     storage: true
     subresources:
       status: {}
+      scale:
+        specReplicasPath: .spec.replicas
+        statusReplicasPath: .status.replicas
+        labelSelectorPath: .status.selector
+    selectableFields:
+    - jsonPath: .spec.color
     schema:
       openAPIV3Schema:
         type: object
@@ -41,14 +47,23 @@ spec:
                 type: integer
               color:
                 type: string
+              replicas:
+                type: integer
           status:
             type: object
             properties:
               phase:
                 type: string
+              replicas:
+                type: integer
+              selector:
+                type: string
   - name: v1beta1
     served: true
     storage: false
+    deprecated: true
+    deprecationWarning: "example.com/v1beta1 Widget is deprecated; use example.com/v1"
+
     schema:
       openAPIV3Schema:
         type: object
@@ -213,6 +228,55 @@ fn a_crd_is_established_and_its_objects_are_served_like_built_in_ones() {
     );
     let raw: Value = serde_json::from_str(&raw).expect("json");
     assert_eq!(raw["apiVersion"], "example.com/v1beta1");
+
+    // A deprecated version warns.
+    let (_, _, err) = s
+        .kubectl(&["get", "widgets.v1beta1.example.com", "w1"])
+        .expect("kubectl runs");
+    assert!(
+        err.contains("Warning: example.com/v1beta1 Widget is deprecated; use example.com/v1"),
+        "{err}"
+    );
+
+    // The scale subresource at the CRD's paths.
+    ok(&s, &["scale", "widget", "w1", "--replicas=3"]);
+    let w = json(&s, &["get", "widget", "w1", "-o", "json"]);
+    assert_eq!(w["spec"]["replicas"], 3);
+    let scale = ok(
+        &s,
+        &[
+            "get",
+            "--raw",
+            "/apis/example.com/v1/namespaces/default/widgets/w1/scale",
+        ],
+    );
+    let scale: Value = serde_json::from_str(&scale).expect("json");
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 3);
+    assert_eq!(scale["status"]["replicas"], 0);
+
+    // selectableFields: field selectors on spec.color.
+    apply(
+        &s,
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w2\nspec:\n  color: blue\n",
+    );
+    let red = ok(
+        &s,
+        &[
+            "get",
+            "widgets",
+            "--field-selector=spec.color=red",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(red.trim(), "widget.example.com/w1");
+    let (refused, _, err) = s
+        .kubectl(&["get", "widgets", "--field-selector=spec.size=5"])
+        .expect("kubectl runs");
+    assert!(!refused);
+    assert!(err.contains("field label not supported"), "{err}");
+    ok(&s, &["delete", "widget", "w2"]);
 
     // Strategic merge patch is not for custom resources (415, as upstream).
     let (patched, _, err) = s

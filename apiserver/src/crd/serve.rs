@@ -138,3 +138,58 @@ pub fn table(
         .collect();
     (columns, rows)
 }
+
+/// The paths of a custom resource's scale subresource (`specReplicasPath`,
+/// `statusReplicasPath`, `labelSelectorPath`), each split into its fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// Where the desired replicas are, e.g. `["spec", "replicas"]`.
+    pub spec_replicas: Vec<String>,
+    /// Where the observed replicas are, e.g. `["status", "replicas"]`.
+    pub status_replicas: Vec<String>,
+    /// Where the selector string is, if the CRD names it.
+    pub label_selector: Option<Vec<String>>,
+}
+
+/// The scale paths of custom resource `r`, if its CRD enables the scale subresource.
+pub fn scale_paths(r: &ResourceInfo) -> Option<ScalePaths> {
+    let c = custom::lookup(r)?;
+    let scale = c.scale.as_ref()?;
+    let split = |p: &str| -> Vec<String> {
+        p.trim_start_matches('.')
+            .split('.')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    Some(ScalePaths {
+        spec_replicas: split(scale["specReplicasPath"].as_str()?),
+        status_replicas: split(scale["statusReplicasPath"].as_str()?),
+        label_selector: scale["labelSelectorPath"].as_str().map(split),
+    })
+}
+
+/// The value at `path` in `obj`.
+pub fn get_path<'a>(obj: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
+    let (first, rest) = path.split_first()?;
+    rest.iter().try_fold(obj.get(first)?, |v, f| v.get(f))
+}
+
+/// Sets the value at `path` in `obj`, creating objects on the way (replacing non-objects).
+pub fn set_path(obj: &mut Map<String, Value>, path: &[String], value: Value) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = obj;
+    for f in parents {
+        let next = cur.entry(f.clone()).or_insert_with(|| json!({}));
+        if !next.is_object() {
+            *next = json!({});
+        }
+        let Some(m) = next.as_object_mut() else {
+            return;
+        };
+        cur = m;
+    }
+    cur.insert(last.clone(), value);
+}

@@ -234,6 +234,10 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
         _ => Vec::new(),
     };
     dry_run::gather(&info.verb, &parts.headers, &body, &mut query)?;
+    // A deprecated custom version warns on every request (upstream's deprecation filter).
+    if let Some(warning) = crate::crd::serve::deprecation_warning(r) {
+        crate::admission::warn(warning);
+    }
     let namespace = if r.namespaced {
         info.namespace.as_str()
     } else {
@@ -527,7 +531,16 @@ fn selectable_fields(r: &ResourceInfo) -> Vec<&'static str> {
         ("apps", "replicasets") => f.push("status.replicas"),
         ("batch", "jobs") => f.push("status.successful"),
         ("certificates.k8s.io", "certificatesigningrequests") => f.push("spec.signerName"),
-        _ => {}
+        // A custom resource's `selectableFields` (GA in v1.32), e.g. `.spec.color`.
+        _ => {
+            if let Some(c) = registry::custom::lookup(r) {
+                f.extend(
+                    c.selectable_fields
+                        .iter()
+                        .map(|p| registry::custom::intern(p.trim_start_matches('.'))),
+                );
+            }
+        }
     }
     f
 }

@@ -74,25 +74,46 @@ fn scale_of(r: &ResourceInfo, obj: &Map<String, Value>) -> Map<String, Value> {
             m.insert(field.into(), v.clone());
         }
     }
-    let replicas = obj
-        .get("spec")
-        .and_then(|s| s.get("replicas"))
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let current = obj
-        .get("status")
-        .and_then(|s| s.get("replicas"))
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
+    let custom = crate::crd::serve::scale_paths(r);
+    let (replicas, current, selector) = match &custom {
+        // A custom resource's replicas and selector are where its CRD says (absent: 0).
+        Some(p) => {
+            let int = |path: &[String]| {
+                crate::crd::serve::get_path(obj, path)
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            };
+            let selector = p
+                .label_selector
+                .as_deref()
+                .and_then(|path| crate::crd::serve::get_path(obj, path))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            (int(&p.spec_replicas), int(&p.status_replicas), selector)
+        }
+        None => (
+            obj.get("spec")
+                .and_then(|s| s.get("replicas"))
+                .and_then(Value::as_i64)
+                .unwrap_or(1),
+            obj.get("status")
+                .and_then(|s| s.get("replicas"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            selector_string(r, obj),
+        ),
+    };
     let mut scale = Map::new();
     scale.insert("kind".into(), json!("Scale"));
     scale.insert("apiVersion".into(), json!("autoscaling/v1"));
     scale.insert("metadata".into(), Value::Object(m));
     scale.insert("spec".into(), json!({ "replicas": replicas }));
-    scale.insert(
-        "status".into(),
-        json!({ "replicas": current, "selector": selector_string(r, obj) }),
-    );
+    let mut status = json!({ "replicas": current });
+    if custom.is_none() || !selector.is_empty() {
+        status["selector"] = json!(selector);
+    }
+    scale.insert("status".into(), status);
     scale
 }
 
@@ -167,7 +188,9 @@ pub(super) async fn scale(
         let retry = verb == "patch" && rv.is_empty();
         let replicas = replicas_of(&write.scale, name)?;
         let mut new = obj.clone();
-        if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+        if let Some(p) = crate::crd::serve::scale_paths(r) {
+            crate::crd::serve::set_path(&mut new, &p.spec_replicas, json!(replicas));
+        } else if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
             spec.insert("replicas".into(), json!(replicas));
         } else {
             new.insert("spec".into(), json!({ "replicas": replicas }));
