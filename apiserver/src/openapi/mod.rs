@@ -10,11 +10,18 @@
 //! `?hash=<SHA-512 of the document>`; a matching hash is answered as immutable for a year, a
 //! stale one with a 301 to the current URL.
 //!
+//! Custom resources (the served versions of established CRDs) get documents of their own,
+//! built when the custom set changes (`custom`, with each kind's schema from its CRD by
+//! `custom_schema`); the built-in documents stay as built at start-up, and with no custom
+//! resources served nothing else is looked at.
+//!
 //! Module map: `kinds` (kind → k8s-openapi type), `schemas` (`components.schemas`),
 //! `extensions` (the `x-kubernetes-*` patch/list/map extensions), `enums` (`enum` values of
 //! `+enum` string fields), `paths`
 //! (operations), `v2` (the Swagger 2.0 conversion), `v2_proto` (its protobuf encoding).
 
+mod custom;
+mod custom_schema;
 mod enums;
 mod extensions;
 mod kinds;
@@ -83,6 +90,14 @@ pub struct OpenApi {
     v2: Document,
     /// Its protobuf encoding (`openapi.v2.Document`), built on first request.
     v2_proto: std::sync::OnceLock<Document>,
+    /// The apimachinery schemas custom resources' documents reference (`ObjectMeta`,
+    /// `ListMeta`, `Status`, `DeleteOptions`, `Patch`, `WatchEvent`, autoscaling/v1 `Scale`)
+    /// and everything they reference.
+    meta_defs: Map<String, Value>,
+    /// Their names.
+    meta: schemas::MetaNames,
+    /// The documents of the custom resources last served.
+    custom: custom::Cache,
 }
 
 impl std::fmt::Debug for OpenApi {
@@ -137,6 +152,21 @@ impl OpenApi {
         }
         let kind_types: Vec<_> = served.iter().map(|(_, k)| *k).collect();
         let defs = schemas::generate(&kind_types);
+        let meta_defs: Map<String, Value> = schemas::closure(
+            &defs.schemas,
+            [
+                &defs.meta.object_meta,
+                &defs.meta.list_meta,
+                &defs.meta.status,
+                &defs.meta.delete_options,
+                &defs.meta.patch,
+                &defs.meta.watch_event,
+                &defs.meta.scale,
+            ]
+            .map(String::clone),
+        )
+        .into_iter()
+        .collect();
 
         let mut v3_values: BTreeMap<String, Value> = BTreeMap::new();
         for (group, versions) in registry.groups() {
@@ -188,16 +218,15 @@ impl OpenApi {
         let index = serde_json::to_vec(&json!({ "paths": index_paths }))
             .unwrap_or_default()
             .into();
-        let last_modified = jiff::Timestamp::now()
-            .to_zoned(jiff::tz::TimeZone::UTC)
-            .strftime("%a, %d %b %Y %H:%M:%S GMT")
-            .to_string();
         let api = OpenApi {
             index,
-            last_modified,
+            last_modified: http_date(),
             v3,
             v2,
             v2_proto: std::sync::OnceLock::new(),
+            meta_defs,
+            meta: defs.meta,
+            custom: std::sync::Mutex::new(None),
         };
         tracing::info!(
             elapsed_ms = started.elapsed().as_millis() as u64,
@@ -216,18 +245,36 @@ impl OpenApi {
     /// the current URL; without `hash`, `Cache-Control: no-cache, private`. `/openapi/v2` is
     /// JSON or, when the `Accept` prefers it, gnostic protobuf with its own ETag. An `Accept`
     /// that admits none of the served forms gets 406; an unknown document 404.
+    /// The documents include the custom resources being served
+    /// (`registry::custom::served`).
     pub fn serve(&self, path: &str, query: Option<&str>, accept: Option<&str>) -> Response {
+        self.serve_with(&crate::registry::custom::served(), path, query, accept)
+    }
+
+    /// [`OpenApi::serve`] with `served` as the custom resources.
+    fn serve_with(
+        &self,
+        served: &[crate::registry::custom::Served],
+        path: &str,
+        query: Option<&str>,
+        accept: Option<&str>,
+    ) -> Response {
+        let custom = (!served.is_empty()).then(|| self.custom_docs(served));
+        let custom = custom.as_deref();
         let document = match path {
             "/openapi/v3" => None,
-            "/openapi/v2" => Some(("", &self.v2)),
-            _ => match path
-                .strip_prefix("/openapi/v3/")
-                .and_then(|key| self.v3.get_key_value(key))
-            {
+            "/openapi/v2" => Some(("", custom.map_or(&self.v2, |c| c.v2(self)))),
+            _ => match path.strip_prefix("/openapi/v3/").and_then(|key| {
+                self.v3
+                    .get_key_value(key)
+                    .or_else(|| custom.and_then(|c| c.v3.get_key_value(key)))
+            }) {
                 Some((key, doc)) => Some((key.as_str(), doc)),
                 None => return not_found(),
             },
         };
+        let index = custom.map_or(&self.index, |c| &c.index);
+        let last_modified = custom.map_or(&self.last_modified, |c| &c.last_modified);
         let v2 = path == "/openapi/v2";
         let content_type = if v2 {
             match negotiate_v2(accept) {
@@ -251,14 +298,17 @@ impl OpenApi {
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("no-cache, private"),
             );
-            return (StatusCode::OK, headers, Body::from(self.index.clone())).into_response();
+            return (StatusCode::OK, headers, Body::from(index.clone())).into_response();
         };
-        let proto_doc = protobuf.then(|| self.v2_protobuf());
+        let proto_doc = protobuf.then(|| match custom {
+            Some(c) => c.v2_protobuf(self),
+            None => self.v2_protobuf(),
+        });
         let doc = proto_doc.unwrap_or(doc);
         if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", doc.hash)) {
             headers.insert(header::ETAG, etag);
         }
-        if v2 && let Ok(modified) = HeaderValue::from_str(&self.last_modified) {
+        if v2 && let Ok(modified) = HeaderValue::from_str(last_modified) {
             headers.insert(header::LAST_MODIFIED, modified);
         }
         let hash = if key.is_empty() {
@@ -430,6 +480,14 @@ fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         (k == name).then_some(v)
     })
+}
+
+/// The current time in HTTP date format (RFC 1123, GMT).
+fn http_date() -> String {
+    jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .strftime("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string()
 }
 
 /// A one-year `Expires` value in HTTP date format (RFC 1123, GMT).

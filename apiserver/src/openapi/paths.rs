@@ -26,6 +26,15 @@ pub(crate) const PATCH_CONTENT_TYPES: &[&str] = &[
     "application/strategic-merge-patch+json",
 ];
 
+/// Patch content types of a custom resource, as upstream's CRD builder lists them: no
+/// strategic merge patch (custom resources refuse it with 415), so kubectl's client-side apply
+/// sends a JSON merge patch.
+pub(crate) const CUSTOM_PATCH_CONTENT_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+];
+
 /// Query parameters: name, schema type, description.
 const QUERY_PARAMS: &[(&str, &str, &str)] = &[
     (
@@ -178,13 +187,17 @@ fn responses(schema: &str, codes: &[(&str, &str)], types: &[&str]) -> Value {
 }
 
 /// `rbac.authorization.k8s.io` → `RbacAuthorization`, `""` → `Core` (upstream's operation-id
-/// spelling of a group).
+/// spelling of a group: `.k8s.io` trimmed, every other non-alphanumeric character dropped and
+/// the letter after it capitalized, as `ToValidOperationID`).
 fn group_camel(group: &str) -> String {
     if group.is_empty() {
         return "Core".to_owned();
     }
     let trimmed = group.strip_suffix(".k8s.io").unwrap_or(group);
-    trimmed.split('.').map(capitalize).collect()
+    trimmed
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .map(capitalize)
+        .collect()
 }
 
 fn capitalize(s: &str) -> String {
@@ -225,6 +238,8 @@ struct Ctx<'a> {
     id_gv: String,
     tag: String,
     gvk: Value,
+    /// What the `patch` operations accept.
+    patch_types: &'a [&'a str],
 }
 
 impl Ctx<'_> {
@@ -348,13 +363,15 @@ impl Ctx<'_> {
     }
 
     /// Operations on one object (`sub` is `Some("status")` for the status subresource):
-    /// read (GET), replace (PUT), patch (PATCH), delete (DELETE).
+    /// read (GET), replace (PUT), patch (PATCH), delete (DELETE); `schema` is what they read
+    /// and write (the kind's, or the `Scale` of a scale subresource).
     fn object(
         &self,
         scope: &str,
         sub: Option<&str>,
         verbs: &[&str],
         path_params: Vec<Value>,
+        schema: &str,
     ) -> Value {
         let kind = self.r.kind;
         let id_gv = &self.id_gv;
@@ -373,7 +390,7 @@ impl Ctx<'_> {
                     id("read"),
                     Vec::new(),
                     None,
-                    responses(self.schema, &[("200", "OK")], JSON),
+                    responses(schema, &[("200", "OK")], JSON),
                 ),
             );
         }
@@ -385,8 +402,8 @@ impl Ctx<'_> {
                     format!("replace {what}"),
                     id("replace"),
                     queries(&["dryRun", "fieldManager", "fieldValidation"]),
-                    Some(self.body(self.schema, &["application/json", "application/yaml"])),
-                    responses(self.schema, &[("200", "OK"), ("201", "Created")], JSON),
+                    Some(self.body(schema, &["application/json", "application/yaml"])),
+                    responses(schema, &[("200", "OK"), ("201", "Created")], JSON),
                 ),
             );
         }
@@ -398,8 +415,8 @@ impl Ctx<'_> {
                     format!("partially update {what}"),
                     id("patch"),
                     queries(&["dryRun", "fieldManager", "fieldValidation", "force"]),
-                    Some(self.body(&self.meta.patch, PATCH_CONTENT_TYPES)),
-                    responses(self.schema, &[("200", "OK"), ("201", "Created")], JSON),
+                    Some(self.body(&self.meta.patch, self.patch_types)),
+                    responses(schema, &[("200", "OK"), ("201", "Created")], JSON),
                 ),
             );
         }
@@ -434,12 +451,43 @@ impl Ctx<'_> {
     }
 }
 
-/// Adds the paths of resource `r`, whose kind's schema is `schema`, to `paths`.
+/// Adds the paths of built-in resource `r`, whose kind's schema is `schema`, to `paths`.
 pub(crate) fn add_resource(
     paths: &mut Map<String, Value>,
     r: &ResourceInfo,
     schema: &str,
     meta: &MetaNames,
+) {
+    add(paths, r, schema, meta, PATCH_CONTENT_TYPES, None);
+}
+
+/// Adds the paths of custom resource `r` (schema `schema`) to `paths`, as upstream's CRD
+/// builder does: the built-in shapes, patches without strategic merge, and the `scale`
+/// subresource (autoscaling/v1 `Scale`) when the CRD enables it.
+pub(crate) fn add_custom_resource(
+    paths: &mut Map<String, Value>,
+    r: &ResourceInfo,
+    schema: &str,
+    meta: &MetaNames,
+) {
+    add(
+        paths,
+        r,
+        schema,
+        meta,
+        CUSTOM_PATCH_CONTENT_TYPES,
+        Some(&meta.scale),
+    );
+}
+
+/// The paths of `r`; `scale` is the schema of its `scale` subresource when that is listed.
+fn add(
+    paths: &mut Map<String, Value>,
+    r: &ResourceInfo,
+    schema: &str,
+    meta: &MetaNames,
+    patch_types: &[&str],
+    scale: Option<&str>,
 ) {
     let ctx = Ctx {
         r,
@@ -449,6 +497,7 @@ pub(crate) fn add_resource(
         id_gv: format!("{}{}", group_camel(r.group), capitalize(r.version)),
         tag: tag(r.group, r.version),
         gvk: json!({ "group": r.group, "kind": r.kind, "version": r.version }),
+        patch_types,
     };
     let prefix = gv_prefix(r.group, r.version);
     let plural = r.plural;
@@ -484,15 +533,26 @@ pub(crate) fn add_resource(
         paths.insert(format!("{prefix}/{plural}"), all);
     }
     scoped_params.insert(0, name_param());
-    let item_ops = ctx.object(scope, None, r.verbs, scoped_params.clone());
+    let item_ops = ctx.object(scope, None, r.verbs, scoped_params.clone(), schema);
     if has_operations(&item_ops) {
         paths.insert(format!("{collection}/{{name}}"), item_ops);
     }
     for sub in r.subresources {
-        if !SERVED_SUBRESOURCES.contains(&sub.name) || sub.name != "status" {
+        let sub_schema = match (sub.name, scale) {
+            ("status", _) => schema,
+            ("scale", Some(scale)) => scale,
+            _ => continue,
+        };
+        if !SERVED_SUBRESOURCES.contains(&sub.name) {
             continue;
         }
-        let ops = ctx.object(scope, Some(sub.name), sub.verbs, scoped_params.clone());
+        let ops = ctx.object(
+            scope,
+            Some(sub.name),
+            sub.verbs,
+            scoped_params.clone(),
+            sub_schema,
+        );
         if has_operations(&ops) {
             paths.insert(format!("{collection}/{{name}}/{}", sub.name), ops);
         }

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::schemars::JsonSchema;
 use k8s_openapi::schemars::generate::SchemaSettings;
@@ -36,6 +37,12 @@ pub(crate) struct MetaNames {
     pub(crate) watch_event: String,
     /// `io.k8s.apimachinery.pkg.apis.meta.v1.APIResourceList`.
     pub(crate) api_resource_list: String,
+    /// `io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta`.
+    pub(crate) object_meta: String,
+    /// `io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta`.
+    pub(crate) list_meta: String,
+    /// `io.k8s.api.autoscaling.v1.Scale` (custom resources' `scale` subresource).
+    pub(crate) scale: String,
 }
 
 impl MetaNames {
@@ -46,6 +53,9 @@ impl MetaNames {
             patch: meta::Patch::schema_name().into_owned(),
             watch_event: meta::WatchEvent::<meta::Status>::schema_name().into_owned(),
             api_resource_list: meta::APIResourceList::schema_name().into_owned(),
+            object_meta: meta::ObjectMeta::schema_name().into_owned(),
+            list_meta: meta::ListMeta::schema_name().into_owned(),
+            scale: Scale::schema_name().into_owned(),
         }
     }
 }
@@ -78,6 +88,8 @@ pub(crate) fn generate(kinds: &[KindType]) -> Definitions {
     generator.subschema_for::<meta::WatchEvent<meta::Status>>();
     generator.subschema_for::<meta::APIResourceList>();
     generator.subschema_for::<meta::ListMeta>();
+    generator.subschema_for::<meta::ObjectMeta>();
+    generator.subschema_for::<Scale>();
     let mut schemas = generator.take_definitions(true);
     super::extensions::add(&mut schemas);
     super::enums::add(&mut schemas);

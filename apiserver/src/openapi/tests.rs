@@ -830,3 +830,220 @@ async fn v2_if_none_match_gets_304() {
     let stale = api().serve_conditional("/openapi/v2", None, Some(proto), Some("\"x\""));
     assert_eq!(stale.status(), StatusCode::OK);
 }
+
+fn widget_crd(description: &str) -> Value {
+    serde_json::json!({
+        "metadata": { "name": "widgets.example.com", "uid": "u1" },
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": { "plural": "widgets", "kind": "Widget" },
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": { "status": {}, "scale": { "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas" } },
+                "selectableFields": [{ "jsonPath": ".spec.color" }],
+                "schema": { "openAPIV3Schema": {
+                    "type": "object",
+                    "description": "A widget.",
+                    "properties": {
+                        "spec": { "type": "object", "properties": {
+                            "size": { "type": "integer", "description": description, "default": 1 },
+                            "color": { "type": "string" },
+                            "replicas": { "type": "integer" },
+                        } },
+                    },
+                } },
+            }],
+        },
+        "status": {
+            "acceptedNames": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
+            "conditions": [{ "type": "Established", "status": "True" }],
+        },
+    })
+}
+
+fn widget_versions(description: &str) -> Vec<crate::registry::custom::Served> {
+    crate::registry::custom::versions_of(&widget_crd(description))
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect()
+}
+
+async fn custom_json(
+    served: &[crate::registry::custom::Served],
+    path: &str,
+) -> (Value, Option<String>) {
+    let resp = api().serve_with(served, path, None, Some("application/json"));
+    assert_eq!(resp.status(), StatusCode::OK, "{path}");
+    let etag = header(&resp, http::header::ETAG).map(str::to_owned);
+    (serde_json::from_slice(&body(resp).await).unwrap(), etag)
+}
+
+#[tokio::test]
+async fn custom_resources_get_a_v3_document_listed_in_the_index() {
+    let served = widget_versions("How big the widget is.");
+    let (index, _) = custom_json(&served, "/openapi/v3").await;
+    let url = index["paths"]["apis/example.com/v1"]["serverRelativeURL"]
+        .as_str()
+        .expect("custom group version in the index")
+        .to_owned();
+    assert!(index["paths"]["apis/apps/v1"].is_object(), "built-ins stay");
+    let (doc, etag) = custom_json(&served, "/openapi/v3/apis/example.com/v1").await;
+    let hash = url.rsplit_once("?hash=").unwrap().1;
+    assert_eq!(etag.as_deref(), Some(format!("\"{hash}\"").as_str()));
+
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    let widget = &schemas["com.example.v1.Widget"];
+    assert_eq!(widget["description"], "A widget.");
+    assert_eq!(
+        widget["properties"]["spec"]["properties"]["size"]["description"],
+        "How big the widget is."
+    );
+    assert_eq!(
+        widget["properties"]["spec"]["properties"]["size"]["default"],
+        1
+    );
+    assert_eq!(
+        widget["x-kubernetes-group-version-kind"],
+        serde_json::json!([{ "group": "example.com", "kind": "Widget", "version": "v1" }])
+    );
+    assert_eq!(
+        widget["x-kubernetes-selectable-fields"],
+        serde_json::json!([{ "fieldPath": "spec.color" }])
+    );
+    assert_eq!(
+        widget["properties"]["metadata"]["allOf"][0]["$ref"],
+        "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    );
+    assert!(schemas.contains_key("com.example.v1.WidgetList"));
+    assert!(schemas.contains_key("io.k8s.api.autoscaling.v1.Scale"));
+    // Every reference resolves inside the document.
+    let mut refs = Vec::new();
+    super::schemas::refs_in(&doc, &mut refs);
+    for r in &refs {
+        assert!(schemas.contains_key(r), "{r} unresolved");
+    }
+
+    let paths = doc["paths"].as_object().unwrap();
+    let mut keys: Vec<&str> = paths.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "/apis/example.com/v1/namespaces/{namespace}/widgets",
+            "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}",
+            "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/scale",
+            "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/status",
+            "/apis/example.com/v1/widgets",
+        ]
+    );
+    let item = &paths["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"];
+    let patch = &item["patch"];
+    assert_eq!(patch["operationId"], "patchExampleComV1NamespacedWidget");
+    assert!(
+        patch["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "fieldValidation"),
+        "kubectl's server-side validation gate"
+    );
+    let types: Vec<&String> = patch["requestBody"]["content"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "application/apply-patch+yaml",
+            "application/json-patch+json",
+            "application/merge-patch+json"
+        ]
+    );
+    assert_eq!(
+        item["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/com.example.v1.Widget"
+    );
+    let scale = &paths["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/scale"];
+    assert_eq!(
+        scale["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/io.k8s.api.autoscaling.v1.Scale"
+    );
+
+    // A changed description is a new document under a new hash; the old hash redirects.
+    let changed = widget_versions("The size.");
+    let (index2, _) = custom_json(&changed, "/openapi/v3").await;
+    let url2 = index2["paths"]["apis/example.com/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap();
+    assert_ne!(url, url2);
+    let stale = api().serve_with(
+        &changed,
+        "/openapi/v3/apis/example.com/v1",
+        Some(&format!("hash={hash}")),
+        None,
+    );
+    assert_eq!(stale.status(), StatusCode::MOVED_PERMANENTLY);
+    // The same content again (new handles) reuses the documents.
+    let (index3, _) = custom_json(&widget_versions("The size."), "/openapi/v3").await;
+    assert_eq!(index2, index3);
+}
+
+#[tokio::test]
+async fn custom_resources_are_merged_into_v2() {
+    let (_, builtin_etag) = custom_json(&[], "/openapi/v2").await;
+    let served = widget_versions("How big the widget is.");
+    let (v2, etag) = custom_json(&served, "/openapi/v2").await;
+    assert_ne!(etag, builtin_etag, "the v2 ETag follows the CRDs");
+    let defs = v2["definitions"].as_object().unwrap();
+    assert!(defs.contains_key("io.k8s.api.apps.v1.Deployment"));
+    let widget = &defs["com.example.v1.Widget"];
+    let size = &widget["properties"]["spec"]["properties"]["size"];
+    assert_eq!(size["description"], "How big the widget is.");
+    assert!(size.get("default").is_none(), "defaults pruned in v2");
+    assert_eq!(
+        widget["properties"]["metadata"]["$ref"],
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    );
+    let patch = &v2["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"]["patch"];
+    assert_eq!(
+        patch["consumes"],
+        serde_json::json!([
+            "application/apply-patch+yaml",
+            "application/json-patch+json",
+            "application/merge-patch+json"
+        ])
+    );
+    assert_eq!(
+        patch["parameters"][0]["schema"]["$ref"],
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.Patch"
+    );
+    // The protobuf encoding carries the custom definition too.
+    let resp = api().serve_with(
+        &served,
+        "/openapi/v2",
+        None,
+        Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"),
+    );
+    assert_eq!(resp.status(), StatusCode::OK);
+    let bytes = body(resp).await;
+    let doc = <super::v2_proto::Document as prost::Message>::decode(bytes.as_slice()).unwrap();
+    let names: Vec<&str> = doc
+        .definitions
+        .as_ref()
+        .unwrap()
+        .additional_properties
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    assert!(names.contains(&"com.example.v1.Widget"));
+}
+
+#[tokio::test]
+async fn without_custom_resources_the_built_in_documents_are_served_as_built() {
+    let resp = api().serve_with(&[], "/openapi/v3", None, None);
+    assert_eq!(body(resp).await, api().index.to_vec());
+    let resp = api().serve_with(&[], "/openapi/v3/apis/example.com/v1", None, None);
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+}

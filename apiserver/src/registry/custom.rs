@@ -69,6 +69,16 @@ pub fn lookup(r: &ResourceInfo) -> Option<Served> {
     served.as_ref()?.get(&key).cloned()
 }
 
+/// Every served custom version (what [`lookup`] answers), in no particular order: for
+/// readers that have no `Registry` at hand (the OpenAPI documents).
+pub fn served() -> Vec<Served> {
+    let served = SERVED.read().unwrap_or_else(PoisonError::into_inner);
+    served
+        .as_ref()
+        .map(|m| m.values().cloned().collect())
+        .unwrap_or_default()
+}
+
 /// Makes `versions` what [`lookup`] answers.
 pub(super) fn publish(versions: &[Served]) {
     let map = versions
