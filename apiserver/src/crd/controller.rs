@@ -73,9 +73,9 @@ async fn pass(ctx: &Ctx) -> Result<bool, storage::Error> {
         };
         created(&a.2).cmp(&created(&b.2)).then(a.0.cmp(&b.0))
     });
-    let mut accepted: Vec<Value> = Vec::new();
-    for (key, revision, crd) in &mut crds {
-        let status = desired_status(crd, &accepted);
+    let mut others: Vec<Value> = crds.iter().map(|(_, _, c)| c.clone()).collect();
+    for (i, (key, revision, crd)) in crds.iter_mut().enumerate() {
+        let status = desired_status(crd, &others);
         if status != crd["status"] {
             let mut next = crd.clone();
             next["status"] = status;
@@ -89,7 +89,7 @@ async fn pass(ctx: &Ctx) -> Result<bool, storage::Error> {
                 Err(e) => return Err(e),
             }
         }
-        accepted.push(crd.clone());
+        others[i] = crd.clone();
     }
     let versions = crds
         .iter()
@@ -114,93 +114,18 @@ async fn pass(ctx: &Ctx) -> Result<bool, storage::Error> {
     Ok(busy)
 }
 
-/// The status the naming and establishing controllers give `crd`, the CRDs before it
-/// (oldest first) having claimed their names.
-fn desired_status(crd: &Value, earlier: &[Value]) -> Value {
-    let mut next = crd.clone();
-    let names = &crd["spec"]["names"];
-    let group = &crd["spec"]["group"];
-    let claimed = |v: &Value| -> Vec<String> {
-        let n = &v["status"]["acceptedNames"];
-        let mut out: Vec<String> = ["plural", "singular", "kind", "listKind"]
-            .iter()
-            .filter_map(|f| n[*f].as_str())
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect();
-        out.extend(
-            n["shortNames"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(str::to_owned),
-        );
-        out
-    };
-    let conflict = earlier
-        .iter()
-        .filter(|o| o["spec"]["group"] == *group)
-        .find_map(|o| {
-            let taken = claimed(o);
-            ["plural", "singular", "kind", "listKind"]
-                .iter()
-                .filter_map(|f| names[*f].as_str())
-                .chain(
-                    names["shortNames"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str),
-                )
-                .find(|n| !n.is_empty() && taken.iter().any(|t| t == n))
-                .map(|n| format!("{n:?} is already in use"))
-        });
-    match conflict {
-        Some(message) => set_condition(
-            &mut next,
-            "NamesAccepted",
-            "False",
-            "NameConflict",
-            &message,
-        ),
-        None => {
-            next["status"]["acceptedNames"] = names.clone();
-            set_condition(
-                &mut next,
-                "NamesAccepted",
-                "True",
-                "NoConflicts",
-                "no conflicts found",
-            );
-        }
+/// The status the naming and establishing controllers give `crd` (`others`: every CRD,
+/// with the names each has accepted so far).
+fn desired_status(crd: &Value, others: &[Value]) -> Value {
+    let now = jiff::Timestamp::now();
+    let mut working = crd.clone();
+    if let Some(status) = super::naming::naming_status(&working, others, now) {
+        working["status"] = status;
     }
-    if next["status"]["acceptedNames"].is_object() {
-        set_condition(
-            &mut next,
-            "Established",
-            "True",
-            "InitialNamesAccepted",
-            "the initial names have been accepted",
-        );
+    if let Some(status) = super::naming::established_status(&working, now) {
+        working["status"] = status;
     }
-    let storage = crd["spec"]["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|v| v["storage"] == true)
-        .and_then(|v| v["name"].as_str());
-    if let Some(storage) = storage {
-        if !next["status"]["storedVersions"].is_array() {
-            next["status"]["storedVersions"] = json!([]);
-        }
-        if let Some(stored) = next["status"]["storedVersions"].as_array_mut()
-            && !stored.iter().any(|v| v == storage)
-        {
-            stored.push(json!(storage));
-        }
-    }
-    next["status"].clone()
+    working["status"].clone()
 }
 
 /// The storage prefix of every object of `crd` (all its versions share it).
@@ -235,14 +160,10 @@ async fn finalize(ctx: &Ctx, key: &str, revision: i64, crd: &Value) -> Result<()
         None => 0,
     };
     let mut next = crd.clone();
+    let now = jiff::Timestamp::now();
     if remaining > 0 {
-        set_condition(
-            &mut next,
-            "Terminating",
-            "True",
-            "InstanceDeletionInProgress",
-            "CustomResource deletion is in progress",
-        );
+        next["status"] =
+            super::naming::terminating_status(crd, &super::naming::Termination::InProgress, now);
         if next != *crd {
             let bytes = serde_json::to_vec(&next).unwrap_or_default();
             match ctx.storage.update(key, bytes, revision).await {
@@ -266,13 +187,8 @@ async fn finalize(ctx: &Ctx, key: &str, revision: i64, crd: &Value) -> Result<()
         return Ok(());
     }
     next["metadata"]["finalizers"] = json!(others);
-    set_condition(
-        &mut next,
-        "Terminating",
-        "True",
-        "InstanceDeletionCompleted",
-        "removed all instances",
-    );
+    next["status"] =
+        super::naming::terminating_status(crd, &super::naming::Termination::Completed, now);
     let bytes = serde_json::to_vec(&next).unwrap_or_default();
     match ctx.storage.update(key, bytes, revision).await {
         Ok(_) | Err(storage::Error::Conflict | storage::Error::NotFound) => Ok(()),
@@ -321,38 +237,6 @@ async fn delete_objects(ctx: &Ctx, prefix: &str) -> Result<usize, storage::Error
         }
     }
     Ok(remaining)
-}
-
-/// Sets condition `type_` of a CRD's status (its transition time kept when the status does
-/// not change).
-pub fn set_condition(crd: &mut Value, type_: &str, status: &str, reason: &str, message: &str) {
-    if !crd["status"].is_object() {
-        crd["status"] = json!({});
-    }
-    if !crd["status"]["conditions"].is_array() {
-        crd["status"]["conditions"] = json!([]);
-    }
-    let Some(conditions) = crd["status"]["conditions"].as_array_mut() else {
-        return;
-    };
-    let existing = conditions.iter_mut().find(|c| c["type"] == type_);
-    match existing {
-        Some(c) => {
-            if c["status"] != status {
-                c["lastTransitionTime"] = json!(now());
-            }
-            c["status"] = json!(status);
-            c["reason"] = json!(reason);
-            c["message"] = json!(message);
-        }
-        None => conditions.push(json!({
-            "type": type_,
-            "status": status,
-            "lastTransitionTime": now(),
-            "reason": reason,
-            "message": message,
-        })),
-    }
 }
 
 /// Now as `metav1.Time` (RFC 3339, whole seconds).

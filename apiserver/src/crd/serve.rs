@@ -89,54 +89,34 @@ pub fn before_crd_delete(obj: &mut Map<String, Value>) {
     {
         f.push(json!(super::controller::CLEANUP_FINALIZER));
     }
-    super::controller::set_condition(
-        &mut value,
-        "Terminating",
-        "True",
-        "InstanceDeletionPending",
-        "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+    value["status"] = super::naming::terminating_status(
+        &value,
+        &super::naming::Termination::Pending,
+        jiff::Timestamp::now(),
     );
     if let Value::Object(m) = value {
         *obj = m;
     }
 }
 
-/// Column definitions and row cells of a server-side Table of custom resources (upstream's
-/// default columns NAME and AGE when the CRD has no `additionalPrinterColumns`).
+/// Column definitions and row cells of a server-side Table of custom resources, from the
+/// CRD's `additionalPrinterColumns` (default: Name and Age), ages measured against `now`.
 pub fn table(
     r: &ResourceInfo,
     objects: &[Map<String, Value>],
-    age: &dyn Fn(&Map<String, Value>) -> String,
+    now: jiff::Timestamp,
 ) -> (Vec<Value>, Vec<Vec<Value>>) {
-    let _ = custom::lookup(r);
-    let columns = vec![
-        json!({
-            "name": "Name",
-            "type": "string",
-            "format": "name",
-            "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
-            "priority": 0,
-        }),
-        json!({
-            "name": "Age",
-            "type": "date",
-            "format": "",
-            "description": "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
-            "priority": 0,
-        }),
-    ];
-    let rows = objects
-        .iter()
-        .map(|o| {
-            let name = o
-                .get("metadata")
-                .and_then(|m| m.get("name"))
-                .cloned()
-                .unwrap_or(Value::Null);
-            vec![name, json!(age(o))]
-        })
-        .collect();
-    (columns, rows)
+    let served = custom::lookup(r);
+    let fallback;
+    let printer = match &served {
+        Some(c) => &c.printer,
+        None => {
+            fallback = super::printer::Printer::new(&json!([]));
+            &fallback
+        }
+    };
+    let rows = objects.iter().map(|o| printer.cells(o, now)).collect();
+    (printer.column_definitions().to_vec(), rows)
 }
 
 /// The paths of a custom resource's scale subresource (`specReplicasPath`,

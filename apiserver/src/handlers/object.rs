@@ -418,6 +418,14 @@ pub(crate) fn prepare_for_update(
             }
         }
     }
+    // An updated CRD keeps its status, and a new storage version joins `storedVersions`.
+    if crate::crd::serve::is_crd(r) {
+        let status = crate::crd::naming::status_on_update(
+            &Value::Object(new.clone()),
+            &Value::Object(old.clone()),
+        );
+        new.insert("status".into(), status);
+    }
 }
 
 /// Serialises an object for storage (without resourceVersion).

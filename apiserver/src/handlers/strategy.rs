@@ -17,6 +17,11 @@ pub(super) fn prepare_for_create(r: &ResourceInfo, obj: &mut Map<String, Value>)
     if r.group == "batch" && r.plural == "jobs" {
         generate_job_selector(obj);
     }
+    // A new CRD's status: only `storedVersions`, the storage version (the CRD strategy).
+    if crate::crd::serve::is_crd(r) {
+        let status = crate::crd::naming::status_on_create(&Value::Object(obj.clone()));
+        obj.insert("status".into(), status);
+    }
 }
 
 /// Refuses the delete of an object the kind's REST protects: the system PriorityClasses

@@ -42,8 +42,8 @@ pub struct CustomVersion {
     pub version: Value,
     /// `spec.versions[].schema.openAPIV3Schema`, if any.
     pub schema: Option<Value>,
-    /// `spec.versions[].additionalPrinterColumns` (empty: NAME and AGE).
-    pub printer_columns: Vec<Value>,
+    /// The Table printer of `spec.versions[].additionalPrinterColumns` (default: Age).
+    pub printer: crate::crd::printer::Printer,
     /// JSONPaths of `spec.versions[].selectableFields` (e.g. `.spec.color`).
     pub selectable_fields: Vec<String>,
     /// `spec.versions[].subresources.scale`, if enabled.
@@ -65,7 +65,11 @@ pub fn lookup(r: &ResourceInfo) -> Option<Served> {
         return None;
     }
     let served = SERVED.read().unwrap_or_else(PoisonError::into_inner);
-    let key = (r.group.to_owned(), r.version.to_owned(), r.plural.to_owned());
+    let key = (
+        r.group.to_owned(),
+        r.version.to_owned(),
+        r.plural.to_owned(),
+    );
     served.as_ref()?.get(&key).cloned()
 }
 
@@ -244,10 +248,9 @@ pub fn versions_of(crd: &Value) -> Vec<CustomVersion> {
                     .get("openAPIV3Schema")
                     .filter(|s| s.is_object())
                     .cloned(),
-                printer_columns: v["additionalPrinterColumns"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default(),
+                printer: crate::crd::printer::Printer::new(
+                    &crate::crd::printer::columns_for_version(crd, &version),
+                ),
                 selectable_fields: v["selectableFields"]
                     .as_array()
                     .map(|a| {

@@ -146,8 +146,7 @@ fn table_at(
 ) -> Value {
     let env = Env { now, resource: r };
     if crate::crd::serve::is_custom(r) {
-        let age_of = |o: &Map<String, Value>| age(&env, J::Obj(o));
-        let (columns, cells) = crate::crd::serve::table(r, objects, &age_of);
+        let (columns, cells) = crate::crd::serve::table(r, objects, now);
         let rows: Vec<Value> = objects
             .iter()
             .zip(cells)
