@@ -8,3 +8,4 @@ pub mod printer;
 pub mod serve;
 pub mod naming;
 pub mod schema;
+pub mod crd_validation;
