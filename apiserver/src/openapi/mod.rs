@@ -358,7 +358,25 @@ impl OpenApi {
         accept: Option<&str>,
         if_none_match: Option<&str>,
     ) -> Response {
-        let resp = self.serve(path, query, accept);
+        self.serve_conditional_with(
+            &crate::registry::custom::served(),
+            path,
+            query,
+            accept,
+            if_none_match,
+        )
+    }
+
+    /// [`OpenApi::serve_conditional`] with `served` as the custom resources.
+    fn serve_conditional_with(
+        &self,
+        served: &[crate::registry::custom::Served],
+        path: &str,
+        query: Option<&str>,
+        accept: Option<&str>,
+        if_none_match: Option<&str>,
+    ) -> Response {
+        let resp = self.serve_with(served, path, query, accept);
         let (Some(inm), Some(etag)) = (if_none_match, resp.headers().get(header::ETAG)) else {
             return resp;
         };

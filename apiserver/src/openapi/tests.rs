@@ -19,7 +19,7 @@ async fn body(resp: Response) -> Vec<u8> {
 }
 
 async fn get_json(path: &str, query: Option<&str>) -> Value {
-    let resp = api().serve(path, query, Some("application/json"));
+    let resp = api().serve_with(&[], path, query, Some("application/json"));
     assert_eq!(resp.status(), StatusCode::OK, "{path}");
     serde_json::from_slice(&body(resp).await).unwrap()
 }
@@ -360,7 +360,7 @@ async fn matching_hash_is_immutable_stale_hash_redirects_no_hash_is_no_cache() {
     let path = "/openapi/v3/apis/apps/v1";
 
     let query = format!("hash={hash}&timeout=32s");
-    let resp = api().serve(path, Some(&query), Some("application/json"));
+    let resp = api().serve_with(&[], path, Some(&query), Some("application/json"));
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(
         header(&resp, http::header::ETAG),
@@ -385,7 +385,8 @@ async fn matching_hash_is_immutable_stale_hash_redirects_no_hash_is_no_cache() {
     let bytes = body(resp).await;
     assert_eq!(bytes, api().v3["apis/apps/v1"].body.to_vec());
 
-    let resp = api().serve(
+    let resp = api().serve_with(
+        &[],
         path,
         Some("hash=0123&timeout=32s"),
         Some("application/json"),
@@ -396,7 +397,7 @@ async fn matching_hash_is_immutable_stale_hash_redirects_no_hash_is_no_cache() {
         Some(format!("/openapi/v3/apis/apps/v1?hash={hash}").as_str())
     );
 
-    let resp = api().serve(path, Some("timeout=32s"), None);
+    let resp = api().serve_with(&[], path, Some("timeout=32s"), None);
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(
         header(&resp, http::header::CACHE_CONTROL),
@@ -420,7 +421,7 @@ async fn accept_and_unknown_documents() {
         "application/com.github.proto-openapi.spec.v3@v1.0+protobuf, application/json;q=0.9",
     ] {
         assert_eq!(
-            api().serve(path, None, Some(ok)).status(),
+            api().serve_with(&[], path, None, Some(ok)).status(),
             StatusCode::OK,
             "{ok}"
         );
@@ -431,7 +432,7 @@ async fn accept_and_unknown_documents() {
         "application/json;q=0",
     ] {
         assert_eq!(
-            api().serve(path, None, Some(refused)).status(),
+            api().serve_with(&[], path, None, Some(refused)).status(),
             StatusCode::NOT_ACCEPTABLE,
             "{refused}"
         );
@@ -444,7 +445,8 @@ async fn accept_and_unknown_documents() {
     );
     // kubectl's v2 request (protobuf only) gets the protobuf document; v2 refuses what is
     // neither JSON nor protobuf.
-    let resp = api().serve(
+    let resp = api().serve_with(
+        &[],
         "/openapi/v2",
         Some("timeout=32s"),
         Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"),
@@ -470,7 +472,7 @@ async fn accept_and_unknown_documents() {
             None,
         ),
     ] {
-        let resp = api().serve("/openapi/v2", None, Some(accept));
+        let resp = api().serve_with(&[], "/openapi/v2", None, Some(accept));
         match expected {
             Some(t) => {
                 assert_eq!(resp.status(), StatusCode::OK, "{accept}");
@@ -502,7 +504,7 @@ async fn accept_and_unknown_documents() {
 
 #[tokio::test]
 async fn v2_is_swagger_with_resolving_definitions() {
-    let resp = api().serve("/openapi/v2", None, Some("application/json"));
+    let resp = api().serve_with(&[], "/openapi/v2", None, Some("application/json"));
     assert_eq!(resp.status(), StatusCode::OK);
     assert!(header(&resp, http::header::ETAG).is_some());
     let doc: Value = serde_json::from_slice(&body(resp).await).unwrap();
@@ -638,7 +640,8 @@ async fn serves_through_an_axum_route() {
 }
 
 async fn v2_protobuf() -> (Response, super::v2_proto::Document) {
-    let resp = api().serve(
+    let resp = api().serve_with(
+        &[],
         "/openapi/v2",
         None,
         Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"),
@@ -663,7 +666,7 @@ async fn v2_protobuf_round_trips_and_matches_the_json_document() {
     let (resp, doc) = v2_protobuf().await;
     let json = get_json("/openapi/v2", None).await;
     // Its own ETag (the hash of the encoding), not the JSON form's.
-    let json_resp = api().serve("/openapi/v2", None, Some("application/json"));
+    let json_resp = api().serve_with(&[], "/openapi/v2", None, Some("application/json"));
     assert_ne!(
         header(&resp, http::header::ETAG),
         header(&json_resp, http::header::ETAG)
@@ -821,13 +824,13 @@ fn yaml_scalars_read_back_as_the_same_value() {
 #[tokio::test]
 async fn v2_if_none_match_gets_304() {
     let proto = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
-    let resp = api().serve("/openapi/v2", None, Some(proto));
+    let resp = api().serve_with(&[], "/openapi/v2", None, Some(proto));
     let etag = header(&resp, http::header::ETAG).unwrap().to_owned();
-    let again = api().serve_conditional("/openapi/v2", None, Some(proto), Some(&etag));
+    let again = api().serve_conditional_with(&[], "/openapi/v2", None, Some(proto), Some(&etag));
     assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
     assert_eq!(header(&again, http::header::ETAG), Some(etag.as_str()));
     assert!(body(again).await.is_empty());
-    let stale = api().serve_conditional("/openapi/v2", None, Some(proto), Some("\"x\""));
+    let stale = api().serve_conditional_with(&[], "/openapi/v2", None, Some(proto), Some("\"x\""));
     assert_eq!(stale.status(), StatusCode::OK);
 }
 
