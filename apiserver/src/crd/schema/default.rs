@@ -62,6 +62,7 @@ mod tests {
     use super::super::Structural;
     use super::default;
 
+    #[allow(clippy::needless_pass_by_value)]
     fn run(schema: Value, mut obj: Value) -> Value {
         default(&Structural::new(&schema), &mut obj);
         obj

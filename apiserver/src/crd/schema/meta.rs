@@ -41,6 +41,30 @@ pub(super) fn validate_embedded(s: &Structural, obj: &Value) -> Vec<FieldError> 
     errs
 }
 
+/// `objectmeta.Validate(prefix, v, s, is_resource_root)` for a CRD `default`: like
+/// [`validate_embedded`], with `v` itself an embedded resource when `is_resource_root`.
+pub(super) fn validate_embedded_under(
+    s: &Structural,
+    v: &Value,
+    prefix: &str,
+    is_resource_root: bool,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if is_resource_root && let Value::Object(o) = v {
+        embedded(&mut errs, prefix, o);
+        for (k, x) in o {
+            if let Some(p) = s.properties.get(k) {
+                walk(&mut errs, &child(prefix, k), x, p);
+            } else if let Some(add) = s.additional_schema() {
+                walk(&mut errs, &format!("{prefix}[{k}]"), x, add);
+            }
+        }
+    } else {
+        walk(&mut errs, prefix, v, s);
+    }
+    errs
+}
+
 fn walk(errs: &mut Vec<FieldError>, path: &str, x: &Value, s: &Structural) {
     match x {
         Value::Object(o) => {

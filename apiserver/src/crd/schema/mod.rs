@@ -29,7 +29,7 @@ use serde_json::Value;
 
 pub use default::default;
 pub use prune::prune;
-pub use structural::{SchemaVersion, structural_errors};
+pub use structural::structural_errors;
 pub use validate::validate;
 
 /// A structural schema node: one `JSONSchemaProps` of a CRD's `openAPIV3Schema`.

@@ -25,6 +25,20 @@ pub fn prune(schema: &Structural, obj: &mut Value) -> Vec<String> {
     unknown
 }
 
+/// Upstream's `pruning.Prune(x, s, is_resource_root)` alone (no null removal); returns the
+/// removed paths.
+pub(super) fn prune_value(x: &mut Value, s: &Structural, is_resource_root: bool) -> Vec<String> {
+    let mut unknown = Vec::new();
+    if is_resource_root {
+        let mut root = s.clone();
+        root.x_embedded_resource = true;
+        prune_node(x, Some(&root), "", true, &mut unknown);
+    } else {
+        prune_node(x, Some(s), "", false, &mut unknown);
+    }
+    unknown
+}
+
 fn is_meta_field(k: &str) -> bool {
     matches!(k, "apiVersion" | "kind" | "metadata")
 }

@@ -30,6 +30,21 @@ pub fn validate(schema: &Structural, obj: &Value) -> Vec<FieldError> {
     errs
 }
 
+/// kube-openapi's validation alone (no embedded-resource or list checks), with every field
+/// placed under `prefix` as upstream's `ValidateCustomResource(prefix, …)` does: errors about
+/// the value itself get `prefix` as their field.
+pub(super) fn validate_under(schema: &Structural, v: &Value, prefix: &str) -> Vec<FieldError> {
+    let mut errs = node(schema, v, "").errs;
+    for e in &mut errs {
+        e.field = if e.field == "<nil>" {
+            prefix.to_owned()
+        } else {
+            format!("{prefix}.{}", e.field)
+        };
+    }
+    errs
+}
+
 /// What kube-openapi's `Result` carries that matters here: the errors and the match count
 /// used to pick the "best" failing `anyOf`/`oneOf` branch.
 #[derive(Default)]
@@ -767,6 +782,7 @@ mod tests {
     use super::super::Structural;
     use super::validate;
 
+    #[allow(clippy::needless_pass_by_value)]
     fn errs(schema: Value, obj: Value) -> Vec<String> {
         validate(&Structural::new(&schema), &obj)
             .into_iter()
@@ -774,6 +790,7 @@ mod tests {
             .collect()
     }
 
+    #[allow(clippy::needless_pass_by_value)]
     fn spec(props: Value) -> Value {
         json!({"type": "object", "properties": {"spec": {"type": "object", "properties": props}}})
     }
