@@ -460,3 +460,162 @@ fn namespace_deletion_and_the_garbage_collector_reach_custom_resources() {
     let out = ok(&s, &["get", "widgets", "-A", "-o", "name"]);
     assert!(out.trim().is_empty(), "{out}");
 }
+
+const THINGS: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: things.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names:
+    plural: things
+    kind: Thing
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    additionalPrinterColumns:
+    - name: Size
+      type: integer
+      jsonPath: .spec.size
+    - name: Mode
+      type: string
+      jsonPath: .spec.mode
+    - name: Detail
+      type: string
+      priority: 1
+      jsonPath: .spec.detail
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [size]
+            properties:
+              size:
+                type: integer
+                minimum: 1
+                maximum: 10
+              mode:
+                type: string
+                enum: [fast, slow]
+                default: slow
+              detail:
+                type: string
+                maxLength: 8
+"#;
+
+#[test]
+fn schemas_prune_default_and_validate_custom_resources() {
+    let (_dir, s) = bare();
+    apply(&s, THINGS);
+    established(&s, "things.example.com");
+
+    // Defaults are applied, unknown fields pruned with a warning.
+    let (created, _, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["create", "-f", "-", "--validate=warn"],
+            Some("apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: t1\nspec:\n  size: 3\n  extra: 1\n"),
+        )
+        .expect("kubectl runs");
+    assert!(created, "{err}");
+    assert!(err.contains("unknown field \"spec.extra\""), "{err}");
+    let t = json(&s, &["get", "thing", "t1", "-o", "json"]);
+    assert_eq!(t["spec"]["mode"], "slow");
+    assert!(t["spec"].get("extra").is_none(), "{t}");
+
+    // Strict field validation refuses the unknown field instead.
+    let (strict, _, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["create", "-f", "-", "--validate=strict"],
+            Some("apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: t2\nspec:\n  size: 3\n  extra: 1\n"),
+        )
+        .expect("kubectl runs");
+    assert!(!strict);
+    assert!(err.contains("unknown field \"spec.extra\""), "{err}");
+
+    // Invalid values: 422 with field paths, nothing stored.
+    let (invalid, _, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["create", "-f", "-"],
+            Some("apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: t3\nspec:\n  size: 20\n  mode: medium\n"),
+        )
+        .expect("kubectl runs");
+    assert!(!invalid);
+    assert!(err.contains("The Thing \"t3\" is invalid"), "{err}");
+    assert!(err.contains("spec.size"), "{err}");
+    assert!(
+        err.contains("spec.mode: Unsupported value: \"medium\""),
+        "{err}"
+    );
+    let (missing, _, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["create", "-f", "-"],
+            Some("apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: t4\nspec:\n  mode: fast\n"),
+        )
+        .expect("kubectl runs");
+    assert!(!missing);
+    assert!(err.contains("spec.size: Required value"), "{err}");
+    assert!(!s.kubectl(&["get", "thing", "t3"]).expect("kubectl").0);
+
+    // Printer columns, priority columns with -o wide.
+    let out = ok(&s, &["get", "things"]);
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "SIZE", "MODE"], "{out}");
+    assert!(
+        out.lines()
+            .nth(1)
+            .is_some_and(|l| l.split_whitespace().collect::<Vec<_>>() == ["t1", "3", "slow"]),
+        "{out}"
+    );
+    let wide = ok(&s, &["get", "things", "-o", "wide"]);
+    assert!(
+        wide.lines().next().is_some_and(|l| l.contains("DETAIL")),
+        "{wide}"
+    );
+
+    // Malformed CRDs are refused with upstream's messages.
+    let bad = THINGS
+        .replace("name: things.example.com", "name: stuff.example.com")
+        .replace(
+            "              size:\n                type: integer\n",
+            "              size:\n                minimum: 1\n",
+        );
+    let (refused, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(&bad))
+        .expect("kubectl runs");
+    assert!(!refused);
+    assert!(
+        err.contains("The CustomResourceDefinition \"stuff.example.com\" is invalid"),
+        "{err}"
+    );
+    assert!(
+        err.contains("must be spec.names.plural+\".\"+spec.group"),
+        "{err}"
+    );
+    let two_storage = THINGS
+        .replace("things.example.com", "others.example.com")
+        .replace("plural: things", "plural: others")
+        .replace("kind: Thing", "kind: Other")
+        .replace("  - name: v1\n    served: true\n    storage: true\n", "  - name: v1\n    served: true\n    storage: true\n  - name: v2\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n");
+    let (refused, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(&two_storage))
+        .expect("kubectl runs");
+    assert!(!refused);
+    assert!(
+        err.contains("must have exactly one version marked as storage version"),
+        "{err}"
+    );
+}

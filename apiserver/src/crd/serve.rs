@@ -37,14 +37,54 @@ pub fn deprecation_warning(r: &ResourceInfo) -> Option<String> {
     custom::lookup(r).and_then(|c| c.deprecation_warning.clone())
 }
 
-/// Validates a custom resource against its CRD (the generic metadata checks run apart), or a
-/// CRD against upstream's CRD rules.
+/// A custom resource with the fields its schema does not know removed (upstream's pruning
+/// while decoding), and their paths (`spec.foo`) for `fieldValidation`.
+pub fn prune(r: &ResourceInfo, obj: Map<String, Value>) -> crate::registry::typed::Decoded {
+    let mut value = Value::Object(obj);
+    let unknown = match custom::lookup(r)
+        .as_ref()
+        .and_then(|c| c.structural.as_ref())
+    {
+        Some(schema) => super::schema::prune(schema, &mut value),
+        None => Vec::new(),
+    };
+    let object = match value {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    crate::registry::typed::Decoded { object, unknown }
+}
+
+/// Applies the schema's defaults to a custom resource (on create and update).
+pub fn default(r: &ResourceInfo, obj: &mut Map<String, Value>) {
+    let Some(c) = custom::lookup(r) else {
+        return;
+    };
+    let Some(schema) = c.structural.as_ref() else {
+        return;
+    };
+    let mut value = Value::Object(std::mem::take(obj));
+    super::schema::default(schema, &mut value);
+    if let Value::Object(m) = value {
+        *obj = m;
+    }
+}
+
+/// Validates a custom resource against its CRD's schema (the generic metadata checks run
+/// apart), or a CRD against upstream's CRD rules.
 pub fn validate(
     r: &ResourceInfo,
     obj: &Map<String, Value>,
-    _old: Option<&Map<String, Value>>,
+    old: Option<&Map<String, Value>>,
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
+    let served = custom::lookup(r);
+    if let Some(schema) = served.as_ref().and_then(|c| c.structural.as_ref()) {
+        errs.extend(super::schema::validate(schema, &Value::Object(obj.clone())));
+    }
+    if is_crd(r) {
+        errs.extend(crd_errors(obj, old));
+    }
     if is_custom(r) {
         for field in ["apiVersion", "kind"] {
             if obj
@@ -59,6 +99,34 @@ pub fn validate(
                 });
             }
         }
+    }
+    errs
+}
+
+/// Upstream's CRD validation: the CRD's own rules, then the structural-schema rules of each
+/// version's schema (once when every version has the same schema, at upstream's path).
+fn crd_errors(obj: &Map<String, Value>, old: Option<&Map<String, Value>>) -> Vec<FieldError> {
+    let crd = Value::Object(obj.clone());
+    let old = old.map(|o| Value::Object(o.clone()));
+    let mut errs = super::crd_validation::validate_crd(&crd, old.as_ref());
+    let mut seen = std::collections::HashSet::new();
+    let versions = crd["spec"]["versions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for (i, v) in versions.iter().enumerate() {
+        let Some(schema) = v.pointer("/schema/openAPIV3Schema") else {
+            continue;
+        };
+        let path = super::crd_validation::schema_path(&crd, i);
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let at = path.trim_end_matches(".openAPIV3Schema");
+        let status = v
+            .pointer("/subresources/status")
+            .is_some_and(Value::is_object);
+        errs.extend(super::schema::structural_errors(schema, at, status));
     }
     errs
 }

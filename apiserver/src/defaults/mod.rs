@@ -71,6 +71,10 @@ type Obj = Map<String, Value>;
 /// `sessionAffinity: None` loses its `sessionAffinityConfig`, and a Namespace's
 /// `kubernetes.io/metadata.name` label is always set to its name.
 pub fn apply(r: &ResourceInfo, obj: &mut Map<String, Value>) {
+    if crate::crd::serve::is_custom(r) {
+        crate::crd::serve::default(r, obj);
+        return;
+    }
     match (r.group, r.version) {
         ("", "v1") => core::apply(r.kind, obj),
         ("apps", "v1") => apps::apply(r.kind, obj),

@@ -149,11 +149,16 @@ fn field_validation_against(
         ))
     };
     let typed = &crate::registry::typed::decode_changed;
-    let decoded = match old.filter(|_| !registry::convert::is_converted(r)) {
-        Some(old) => typed(r.group, r.version, r.kind, obj, old),
-        None => crate::registry::typed::decode(r.group, r.version, r.kind, obj),
-    }
-    .map_err(|e| cannot(&e))?;
+    let decoded = if crate::crd::serve::is_custom(r) {
+        // A custom resource is pruned by its CRD's structural schema instead.
+        crate::crd::serve::prune(r, obj)
+    } else {
+        match old.filter(|_| !registry::convert::is_converted(r)) {
+            Some(old) => typed(r.group, r.version, r.kind, obj, old),
+            None => crate::registry::typed::decode(r.group, r.version, r.kind, obj),
+        }
+        .map_err(|e| cannot(&e))?
+    };
     let unknown: Vec<String> = decoded
         .unknown
         .iter()

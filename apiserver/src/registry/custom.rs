@@ -42,6 +42,8 @@ pub struct CustomVersion {
     pub version: Value,
     /// `spec.versions[].schema.openAPIV3Schema`, if any.
     pub schema: Option<Value>,
+    /// The same schema parsed once, for pruning, defaulting and validation.
+    pub structural: Option<crate::crd::schema::Structural>,
     /// The Table printer of `spec.versions[].additionalPrinterColumns` (default: Age).
     pub printer: crate::crd::printer::Printer,
     /// JSONPaths of `spec.versions[].selectableFields` (e.g. `.spec.color`).
@@ -244,6 +246,10 @@ pub fn versions_of(crd: &Value) -> Vec<CustomVersion> {
                 info,
                 crd_name: text(&crd["metadata"]["name"]),
                 crd_uid: text(&crd["metadata"]["uid"]),
+                structural: v["schema"]
+                    .get("openAPIV3Schema")
+                    .filter(|s| s.is_object())
+                    .map(crate::crd::schema::Structural::new),
                 schema: v["schema"]
                     .get("openAPIV3Schema")
                     .filter(|s| s.is_object())
