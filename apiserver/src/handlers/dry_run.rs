@@ -34,20 +34,21 @@ pub(super) fn gather(
         _ => return Ok(()),
     };
     let mut values: Vec<String> = query.get("dryRun").cloned().into_iter().collect();
-    if options_kind == "DeleteOptions" && !body.iter().all(u8::is_ascii_whitespace) {
-        if let Ok(options) = object::decode(headers, body) {
-            match options.get("dryRun") {
-                None | Some(Value::Null) => {}
-                Some(Value::Array(items)) => {
-                    for item in items {
-                        match item.as_str() {
-                            Some(s) => values.push(s.to_owned()),
-                            None => return Err(bad_body(item)),
-                        }
+    if options_kind == "DeleteOptions"
+        && !body.iter().all(u8::is_ascii_whitespace)
+        && let Ok(options) = object::decode(headers, body)
+    {
+        match options.get("dryRun") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for item in items {
+                    match item.as_str() {
+                        Some(s) => values.push(s.to_owned()),
+                        None => return Err(bad_body(item)),
                     }
                 }
-                Some(other) => return Err(bad_body(other)),
             }
+            Some(other) => return Err(bad_body(other)),
         }
     }
     if values.iter().all(|v| v == ALL) {

@@ -44,6 +44,8 @@ pub struct CustomVersion {
     pub schema: Option<Value>,
     /// The same schema parsed once, for pruning, defaulting and validation.
     pub structural: Option<crate::crd::schema::Structural>,
+    /// The schema's CEL `x-kubernetes-validations` compiled once (`None` without rules).
+    pub cel: Option<crate::crd::cel::Rules>,
     /// The Table printer of `spec.versions[].additionalPrinterColumns` (default: Age).
     pub printer: crate::crd::printer::Printer,
     /// JSONPaths of `spec.versions[].selectableFields` (e.g. `.spec.color`).
@@ -54,12 +56,20 @@ pub struct CustomVersion {
     pub deprecation_warning: Option<String>,
     /// Whether the CRD is being deleted: no new objects are accepted.
     pub terminating: bool,
+    /// The CRD's storage version (the `spec.versions` entry with `storage: true`).
+    pub storage_version: String,
+    /// The conversion webhook when `spec.conversion.strategy` is `Webhook` (then objects
+    /// cross versions through [`crate::crd::conversion`]); `None` for strategy `None`.
+    pub webhook: Option<Arc<crate::crd::conversion::Webhook>>,
 }
 
 /// The custom versions served, by `(group, version, plural)`: what [`lookup`] answers for the
 /// handlers, tables and validation that take a resource as a bare `ResourceInfo`. Replaced
 /// whole by [`publish`] (the registry's [`super::Registry::set_custom`]).
-static SERVED: RwLock<Option<HashMap<(String, String, String), Served>>> = RwLock::new(None);
+static SERVED: RwLock<Option<ServedMap>> = RwLock::new(None);
+
+/// Served custom versions by `(group, version, plural)`.
+type ServedMap = HashMap<(String, String, String), Served>;
 
 /// What a CRD says of custom resource `r`; `None` for built-in resources.
 pub fn lookup(r: &ResourceInfo) -> Option<Served> {
@@ -196,6 +206,7 @@ pub fn versions_of(crd: &Value) -> Vec<CustomVersion> {
         .map(|v| text(&v["name"]))
         .unwrap_or_default();
     let terminating = !crd["metadata"]["deletionTimestamp"].is_null();
+    let webhook = crate::crd::conversion::Webhook::of_crd(crd).map(Arc::new);
     versions
         .iter()
         .filter(|v| v["served"] == true)
@@ -250,6 +261,12 @@ pub fn versions_of(crd: &Value) -> Vec<CustomVersion> {
                     .get("openAPIV3Schema")
                     .filter(|s| s.is_object())
                     .map(crate::crd::schema::Structural::new),
+                cel: v["schema"]
+                    .get("openAPIV3Schema")
+                    .filter(|s| s.is_object())
+                    .map(crate::crd::schema::Structural::new)
+                    .as_ref()
+                    .and_then(crate::crd::cel::Rules::new),
                 schema: v["schema"]
                     .get("openAPIV3Schema")
                     .filter(|s| s.is_object())
@@ -271,6 +288,8 @@ pub fn versions_of(crd: &Value) -> Vec<CustomVersion> {
                     .then(|| v["subresources"]["scale"].clone()),
                 deprecation_warning,
                 terminating,
+                storage_version: storage_version.clone(),
+                webhook: webhook.clone(),
                 version: v.clone(),
             }
         })
@@ -358,6 +377,8 @@ mod tests {
             }
         );
         assert!(v1.schema.is_some());
+        assert_eq!(v1.storage_version, "v1");
+        assert!(v1.webhook.is_none());
         assert_eq!(
             versions[1].deprecation_warning.as_deref(),
             Some("example.com/v1beta1 Widget is deprecated")
