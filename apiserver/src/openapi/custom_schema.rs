@@ -291,6 +291,7 @@ fn clean(s: &Value) -> Value {
             ),
             "items" | "not" => clean(v),
             "additionalProperties" if v.is_object() => clean(v),
+            "maximum" | "minimum" | "multipleOf" => go_number(v),
             "allOf" | "anyOf" | "oneOf" => {
                 Value::Array(v.as_array().into_iter().flatten().map(clean).collect())
             }
@@ -299,6 +300,15 @@ fn clean(s: &Value) -> Value {
         out.insert(k.clone(), v);
     }
     Value::Object(out)
+}
+
+/// A number as Go's `encoding/json` writes a `float64`: integral values without a fraction
+/// (`0`, not `0.0`, however the CRD was stored).
+fn go_number(v: &Value) -> Value {
+    match v.as_f64() {
+        Some(f) if v.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => json!(f as i64),
+        _ => v.clone(),
+    }
 }
 
 /// Whether `list` is `[{type: integer}, {type: string}]` (the int-or-string pattern).
@@ -500,14 +510,14 @@ mod tests {
 
     const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
-    fn build(schema: Option<Value>, dialect: Dialect) -> Value {
+    fn build(schema: Option<&Value>, dialect: Dialect) -> Value {
         let fields = vec![".spec.color".to_owned()];
         kind_schema(
             &KindInput {
                 group: "bar.k8s.io",
                 version: "v1",
                 kind: "Foo",
-                schema: schema.as_ref(),
+                schema,
                 selectable_fields: &fields,
                 object_meta: OBJECT_META,
             },
@@ -547,7 +557,7 @@ mod tests {
     #[test]
     fn v3_adds_type_meta_and_object_meta_and_keeps_validation() {
         let s = build(
-            Some(json!({
+            Some(&json!({
                 "type": "object",
                 "description": "A widget.",
                 "example": { "spec": {} },
@@ -558,7 +568,7 @@ mod tests {
                         "nullable": true,
                         "x-kubernetes-preserve-unknown-fields": false,
                         "properties": {
-                            "size": { "type": "integer", "description": "How big.", "default": 1, "minimum": 0 },
+                            "size": { "type": "integer", "description": "How big.", "default": 1, "minimum": 0.0, "maximum": 2.5 },
                             "port": { "x-kubernetes-int-or-string": true },
                         },
                     },
@@ -581,7 +591,9 @@ mod tests {
         assert_eq!(spec["nullable"], true);
         assert!(spec.get("x-kubernetes-preserve-unknown-fields").is_none());
         assert_eq!(spec["properties"]["size"]["default"], 1);
-        assert_eq!(spec["properties"]["size"]["minimum"], 0);
+        assert_eq!(spec["properties"]["size"]["minimum"], json!(0));
+        assert!(spec["properties"]["size"]["minimum"].is_u64());
+        assert_eq!(spec["properties"]["size"]["maximum"], 2.5);
         assert_eq!(
             spec["properties"]["port"]["anyOf"],
             json!([{ "type": "integer" }, { "type": "string" }])
@@ -591,7 +603,7 @@ mod tests {
     #[test]
     fn v2_strips_what_swagger_and_kubectl_cannot_take() {
         let s = build(
-            Some(json!({
+            Some(&json!({
                 "type": "object",
                 "required": ["spec", "opt"],
                 "properties": {
@@ -628,9 +640,9 @@ mod tests {
     #[test]
     fn a_root_preserving_unknown_fields_is_bare_in_v2_only() {
         let schema = json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
-        let v2 = build(Some(schema.clone()), Dialect::V2);
+        let v2 = build(Some(&schema), Dialect::V2);
         assert!(v2.get("properties").is_none(), "{v2}");
-        let v3 = build(Some(schema), Dialect::V3);
+        let v3 = build(Some(&schema), Dialect::V3);
         assert_eq!(v3["x-kubernetes-preserve-unknown-fields"], true);
         assert!(v3["properties"]["metadata"].is_object(), "{v3}");
     }
@@ -642,7 +654,7 @@ mod tests {
             json!({ "type": "object", "properties": { "foo": { "type": "array" } } }),
             json!({ "type": "object", "properties": { "foo": { "description": "untyped" } } }),
         ] {
-            let s = build(Some(bad.clone()), Dialect::V3);
+            let s = build(Some(&bad), Dialect::V3);
             assert!(s.get("properties").is_none(), "{bad} → {s}");
         }
     }
@@ -655,12 +667,12 @@ mod tests {
                 "template": { "type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true },
             },
         });
-        let v3 = build(Some(schema.clone()), Dialect::V3);
+        let v3 = build(Some(&schema), Dialect::V3);
         let t = &v3["properties"]["template"];
         assert_eq!(t["properties"]["kind"]["type"], "string");
         assert!(t["properties"]["metadata"]["allOf"].is_array());
         assert_eq!(t["required"], json!(["kind", "apiVersion"]));
-        let v2 = build(Some(schema), Dialect::V2);
+        let v2 = build(Some(&schema), Dialect::V2);
         let t = &v2["properties"]["template"];
         assert!(t.get("properties").is_none(), "{t}");
     }
