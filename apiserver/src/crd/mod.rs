@@ -9,3 +9,4 @@ pub mod serve;
 pub mod naming;
 pub mod schema;
 pub mod crd_validation;
+pub mod conversion;

@@ -96,10 +96,16 @@ pub(super) async fn list(
     // A resource served as a conversion of its stored objects decodes and converts each.
     let converted = registry::convert::is_converted(r);
     if render.table || converted {
-        let objects: Vec<Map<String, Value>> = items
-            .filter_map(|o| o.to_map())
-            .map(|o| registry::convert::from_storage(r, o))
-            .collect();
+        let objects: Vec<Map<String, Value>> = if registry::convert::needs_webhook(r) {
+            // One review for the whole list, as upstream's webhook converter.
+            let stored = items.filter_map(|o| o.to_map()).collect();
+            crate::crd::conversion::from_storage(ctx, r, stored).await?
+        } else {
+            items
+                .filter_map(|o| o.to_map())
+                .map(|o| registry::convert::from_storage(r, o))
+                .collect()
+        };
         let metadata = json!({ "resourceVersion": snap.revision.to_string() });
         if !render.table {
             let list = json!({

@@ -461,13 +461,14 @@ async fn delete_one(
         let rev = if dry {
             current
         } else {
+            let bytes = if registry::convert::needs_webhook(r) {
+                object::encode(&crate::crd::conversion::to_storage(ctx, r, next.clone()).await?)?
+            } else {
+                object::encode(&registry::convert::storage_form(r, &next))?
+            };
             match ctx
                 .storage
-                .update(
-                    &key,
-                    object::encode(&registry::convert::storage_form(r, &next))?,
-                    current,
-                )
+                .update(&key, bytes, current)
                 .await
                 .map_err(|e| conflict_or(e, r, name))
             {
@@ -586,11 +587,17 @@ pub(super) async fn delete_collection(
         )?;
         match delete_one(ctx, r, &ns, &name, &opts, dry_run(q)).await {
             Ok(_) | Err(ApiError::NotFound { .. }) => {
-                selected.push(Value::Object(registry::convert::from_storage(r, obj)));
+                selected.push(obj);
             }
             Err(e) => return Err(e),
         }
     }
+    // The answer's list is converted in one review when a conversion webhook converts it.
+    let selected: Vec<Value> = crate::crd::conversion::from_storage(ctx, r, selected)
+        .await?
+        .into_iter()
+        .map(Value::Object)
+        .collect();
     let list = json!({
         "kind": format!("{}List", r.kind),
         "apiVersion": registry::api_version(r),

@@ -417,10 +417,12 @@ async fn load(
     let key = registry::key(r, namespace, name);
     match ctx.storage.get(&key).await.map_err(storage_error)? {
         Some(stored) => Ok((
-            registry::convert::from_storage(
+            crate::crd::conversion::from_storage_one(
+                ctx,
                 r,
                 object::from_stored(&stored.value, stored.revision)?,
-            ),
+            )
+            .await?,
             stored.revision,
         )),
         None => Err(ApiError::NotFound {
@@ -627,6 +629,7 @@ async fn list(
             "resourceVersionMatch is forbidden unless resourceVersion is provided".into(),
         ));
     }
+    let webhook = registry::convert::needs_webhook(r);
     let mut items = Vec::new();
     let mut last_key = None;
     let mut more = false;
@@ -663,7 +666,12 @@ async fn list(
             let obj = object::from_stored(&stored.value, stored.revision)?;
             last_key = Some(key);
             if filter.matches(&obj) {
-                items.push(Value::Object(registry::convert::from_storage(r, obj)));
+                // A conversion webhook converts the whole list in one review, below.
+                items.push(Value::Object(if webhook {
+                    obj
+                } else {
+                    registry::convert::from_storage(r, obj)
+                }));
                 if limit > 0 && items.len() as i64 >= limit {
                     break;
                 }
@@ -679,6 +687,20 @@ async fn list(
             break;
         }
         start = last_key.as_ref().map(|k| format!("{k}\u{0}"));
+    }
+    if webhook {
+        let objects = items
+            .into_iter()
+            .filter_map(|v| match v {
+                Value::Object(m) => Some(m),
+                _ => None,
+            })
+            .collect();
+        items = crate::crd::conversion::from_storage(ctx, r, objects)
+            .await?
+            .into_iter()
+            .map(Value::Object)
+            .collect();
     }
     let mut metadata = json!({ "resourceVersion": revision.to_string() });
     if let Some(k) = last_key.as_ref().filter(|_| more) {
@@ -885,7 +907,7 @@ async fn create(
             .into_response();
         return Ok(with_warnings(resp, &warnings));
     }
-    let mut obj = registry::convert::round_trip(r, obj);
+    let mut obj = crate::crd::conversion::round_trip(ctx, r, obj).await?;
     if let Some(m) = object::meta(&mut obj) {
         m.insert("resourceVersion".into(), json!(rev.to_string()));
     }
@@ -930,7 +952,7 @@ async fn store_new(
     } else {
         Vec::new()
     };
-    let (bytes, answer) = encode_for_storage(r, obj)?;
+    let (bytes, answer) = encode_for_storage(ctx, r, obj).await?;
     let created = ctx.storage.create(&key, bytes).await;
     if created.is_err() {
         service::release(ctx, &taken).await;
@@ -944,11 +966,17 @@ async fn store_new(
 
 /// `obj` encoded as stored and, when that is also the form served (no conversion, no
 /// resourceVersion of its own), a copy for the answer, with room for the resourceVersion
-/// that `watch_cache::stamp_revision` splices in once the write has its revision.
-fn encode_for_storage(
+/// that `watch_cache::stamp_revision` splices in once the write has its revision. A CRD's
+/// conversion webhook converts first; nothing is stored when it fails.
+async fn encode_for_storage(
+    ctx: &Ctx,
     r: &ResourceInfo,
     obj: &Map<String, Value>,
 ) -> Result<(Vec<u8>, Option<Vec<u8>>)> {
+    if registry::convert::needs_webhook(r) {
+        let stored = crate::crd::conversion::to_storage(ctx, r, obj.clone()).await?;
+        return Ok((object::encode(&stored)?, None));
+    }
     let stored = registry::convert::storage_form(r, obj);
     let bytes = object::encode(&stored)?;
     let served = matches!(stored, std::borrow::Cow::Borrowed(_))
@@ -1111,13 +1139,13 @@ async fn store_update(
         }
         return Ok(Written::object(new));
     }
-    let (bytes, answer) = encode_for_storage(r, &new)?;
+    let (bytes, answer) = encode_for_storage(ctx, r, &new).await?;
     let rev = ctx
         .storage
         .update(&key, bytes, expected)
         .await
         .map_err(|e| conflict_or(e, r, name))?;
-    let mut new = registry::convert::round_trip(r, new);
+    let mut new = crate::crd::conversion::round_trip(ctx, r, new).await?;
     if let Some(m) = object::meta(&mut new) {
         m.insert("resourceVersion".into(), json!(rev.to_string()));
     }

@@ -87,6 +87,7 @@ pub(super) fn watch(
         tx,
         bookmarks,
         render,
+        failed: std::sync::atomic::AtomicBool::new(false),
     };
     tokio::spawn(async move {
         let _ = tokio::time::timeout(timeout, task.run(start, consistent, send_initial)).await;
@@ -174,14 +175,32 @@ struct WatchTask {
     bookmarks: bool,
     /// Table-typed event objects when the client negotiated a Table.
     render: Render,
+    /// Set when an event could not be converted (a CRD's conversion webhook failed): the
+    /// watch ends there, as upstream's does when encoding an event fails.
+    failed: std::sync::atomic::AtomicBool,
 }
 
 impl WatchTask {
     /// An event line for the stored object `stored`: the object itself (converted to the
-    /// served form), or a one-row Table of it.
-    fn ev(&self, kind: &str, stored: &Map<String, Value>) -> Bytes {
+    /// served form), or a one-row Table of it. A conversion webhook converts each event on
+    /// its own; when it fails the line is empty and the watch ends.
+    async fn ev(&self, kind: &str, stored: &Map<String, Value>) -> Bytes {
         let converted;
-        let obj = if registry::convert::is_converted(self.r) {
+        let obj = if registry::convert::needs_webhook(self.r) {
+            let r = self.r;
+            match crate::crd::conversion::from_storage_one(&self.ctx, r, stored.clone()).await {
+                Ok(o) => {
+                    converted = o;
+                    &converted
+                }
+                Err(e) => {
+                    tracing::warn!(err = %e, resource = r.plural, "watch event conversion failed");
+                    self.failed
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    return Bytes::new();
+                }
+            }
+        } else if registry::convert::is_converted(self.r) {
             converted = registry::convert::from_storage(self.r, stored.clone());
             &converted
         } else {
@@ -203,6 +222,7 @@ impl WatchTask {
 
     async fn send(&self, line: Bytes) -> bool {
         self.tx.send(Ok(line)).await.is_ok()
+            && !self.failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn bookmark(&self, revision: i64, initial_end: bool) -> Map<String, Value> {
@@ -226,9 +246,10 @@ impl WatchTask {
 
     /// An event line for a cached object: the stored bytes spliced, or (for a Table or a
     /// converted resource) built from the decoded object.
-    fn cached_ev(&self, kind: &str, obj: &CachedObject) -> Option<Bytes> {
+    async fn cached_ev(&self, kind: &str, obj: &CachedObject) -> Option<Bytes> {
         if self.render.table || registry::convert::is_converted(self.r) {
-            return obj.to_map().map(|m| self.ev(kind, &m));
+            let m = obj.to_map()?;
+            return Some(self.ev(kind, &m).await);
         }
         Some(event_line(kind, obj))
     }
@@ -246,7 +267,7 @@ impl WatchTask {
                 if !self.filter.matches_meta(o.meta()) {
                     continue;
                 }
-                if let Some(line) = self.cached_ev("ADDED", o)
+                if let Some(line) = self.cached_ev("ADDED", o).await
                     && !self.send(line).await
                 {
                     return None;
@@ -259,7 +280,7 @@ impl WatchTask {
             let Ok(obj) = object::from_stored(&stored.value, stored.revision) else {
                 continue;
             };
-            if self.filter.matches(&obj) && !self.send(self.ev("ADDED", &obj)).await {
+            if self.filter.matches(&obj) && !self.send(self.ev("ADDED", &obj).await).await {
                 return None;
             }
         }
@@ -299,7 +320,7 @@ impl WatchTask {
                     // The events that arrived together leave in one chunk: one frame, one
                     // TLS record and one write instead of one per event.
                     for e in events {
-                        if let Some(line) = self.cached_line(&e)
+                        if let Some(line) = self.cached_line(&e).await
                             && let Some(full) = chunk.push(line)
                             && !self.send(full).await
                         {
@@ -345,20 +366,20 @@ impl WatchTask {
     /// The line a cached event becomes for this watcher, if any: the shared pre-serialised
     /// line when no selector is involved, else ADDED/MODIFIED/DELETED by whether the object
     /// matched before and after the change.
-    fn cached_line(&self, e: &CachedEvent) -> Option<Bytes> {
+    async fn cached_line(&self, e: &CachedEvent) -> Option<Bytes> {
         if !self.namespace.is_empty() && *e.object.meta().namespace != *self.namespace {
             return None;
         }
         if self.filter.is_empty() {
             if self.render.table || registry::convert::is_converted(self.r) {
-                return self.cached_ev(e.kind.as_str(), &e.object);
+                return self.cached_ev(e.kind.as_str(), &e.object).await;
             }
             return Some(e.line());
         }
         let now = self.filter.matches_meta(e.object.meta());
         if e.kind == EventKind::Deleted {
             return if now {
-                self.cached_ev("DELETED", &e.object)
+                self.cached_ev("DELETED", &e.object).await
             } else {
                 None
             };
@@ -368,9 +389,9 @@ impl WatchTask {
             .as_ref()
             .is_some_and(|p| self.filter.matches_meta(p.meta()));
         match (before, now) {
-            (false, true) => self.cached_ev("ADDED", &e.object),
-            (true, true) => self.cached_ev("MODIFIED", &e.object),
-            (true, false) => self.cached_ev("DELETED", &e.object),
+            (false, true) => self.cached_ev("ADDED", &e.object).await,
+            (true, true) => self.cached_ev("MODIFIED", &e.object).await,
+            (true, false) => self.cached_ev("DELETED", &e.object).await,
             (false, false) => None,
         }
     }
@@ -399,9 +420,9 @@ impl WatchTask {
                     // An object that starts matching the selectors is ADDED, one that
                     // stops matching is DELETED, as upstream's watch cache does.
                     match (before, now) {
-                        (false, true) => self.ev("ADDED", &obj),
-                        (true, true) => self.ev("MODIFIED", &obj),
-                        (true, false) => self.ev("DELETED", &obj),
+                        (false, true) => self.ev("ADDED", &obj).await,
+                        (true, true) => self.ev("MODIFIED", &obj).await,
+                        (true, false) => self.ev("DELETED", &obj).await,
                         (false, false) => continue,
                     }
                 }
@@ -412,7 +433,7 @@ impl WatchTask {
                     if !self.filter.matches(&obj) {
                         continue;
                     }
-                    self.ev("DELETED", &obj)
+                    self.ev("DELETED", &obj).await
                 }
             };
             if !self.send(line).await {

@@ -77,6 +77,13 @@ fn conversion(r: &ResourceInfo) -> Option<Conversion> {
     }
 }
 
+/// Whether `r`'s objects cross versions through its CRD's conversion webhook: then
+/// [`to_storage`] and [`from_storage`] only rewrite `apiVersion`, and the handlers convert
+/// through the asynchronous [`crate::crd::conversion`] instead.
+pub fn needs_webhook(r: &ResourceInfo) -> bool {
+    super::custom::lookup(r).is_some_and(|c| c.webhook.is_some())
+}
+
 /// Whether `r` is served as a conversion of another resource's stored objects.
 pub fn is_converted(r: &ResourceInfo) -> bool {
     conversion(r).is_some()
