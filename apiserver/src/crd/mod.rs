@@ -3,6 +3,7 @@
 //! validated, pruned and defaulted with, and the controller that turns established CRDs into
 //! resources the generic handlers serve.
 
+pub mod cel;
 pub mod controller;
 pub mod printer;
 pub mod serve;

@@ -81,6 +81,22 @@ pub fn validate(
     let served = custom::lookup(r);
     if let Some(schema) = served.as_ref().and_then(|c| c.structural.as_ref()) {
         errs.extend(super::schema::validate(schema, &Value::Object(obj.clone())));
+        if let Some(rules) = served.as_ref().and_then(|c| c.cel.as_ref()) {
+            // Upstream's `hasBlockingErr`: no rule runs on a value of the wrong type.
+            if errs
+                .iter()
+                .any(|e| matches!(e.reason, "FieldValueTypeInvalid" | "FieldValueNotSupported"))
+            {
+                errs.push(FieldError {
+                    reason: "FieldValueInvalid",
+                    field: "<nil>".into(),
+                    message: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+                });
+            } else {
+                let old = old.map(|o| Value::Object(o.clone()));
+                errs.extend(rules.validate(schema, &Value::Object(obj.clone()), old.as_ref()));
+            }
+        }
     }
     if is_crd(r) {
         errs.extend(crd_errors(obj, old));
@@ -126,7 +142,12 @@ fn crd_errors(obj: &Map<String, Value>, old: Option<&Map<String, Value>>) -> Vec
         let status = v
             .pointer("/subresources/status")
             .is_some_and(Value::is_object);
-        errs.extend(super::schema::structural_errors(schema, at, status));
+        let structural = super::schema::structural_errors(schema, at, status);
+        let compiles = structural.is_empty();
+        errs.extend(structural);
+        if compiles {
+            errs.extend(super::cel::compile_errors(schema, at));
+        }
     }
     errs
 }
