@@ -188,6 +188,19 @@ fn explain_and_openapi_documents_follow_a_crd() {
     assert!(out.contains("KIND:       Widget"), "{out}");
     assert!(out.contains("VERSION:    v1"), "{out}");
     assert!(out.contains("FIELD: size <integer>"), "{out}");
+    // The v2 path of explain reads the protobuf v2 document.
+    let v2_out = ok(
+        &s,
+        &[
+            "explain",
+            "widget.spec.size",
+            "--output=plaintext-openapiv2",
+        ],
+    );
+    assert!(
+        v2_out.contains("Size is how many sprockets the widget has."),
+        "{v2_out}"
+    );
     let root = ok(&s, &["explain", "widgets"]);
     assert!(root.contains("Widget is a thing with sprockets."), "{root}");
     for field in ["apiVersion", "kind", "metadata", "spec", "status"] {
