@@ -232,7 +232,7 @@ async fn convert(
         .iter()
         .map(|i| Value::Object(objects[*i].clone()))
         .collect();
-    let review = review_request(review_version, &uid, desired, sent);
+    let review = review_request(review_version, &uid, desired, &sent);
     let body = serde_json::to_vec(&review).map_err(|e| failed(e.to_string()))?;
     let target = resolve(ctx, hook).await.map_err(&failed)?;
     let answer = post(&target, body).await.map_err(&failed)?;
@@ -259,7 +259,7 @@ async fn convert(
 }
 
 /// The `ConversionReview` request body in `version` (upstream sends an empty response too).
-fn review_request(version: &str, uid: &str, desired: &str, objects: Vec<Value>) -> Value {
+fn review_request(version: &str, uid: &str, desired: &str, objects: &[Value]) -> Value {
     json!({
         "kind": "ConversionReview",
         "apiVersion": format!("apiextensions.k8s.io/{version}"),
@@ -862,7 +862,7 @@ mod tests {
 
     #[test]
     fn requests_carry_uid_desired_version_and_objects() {
-        let r = review_request("v1", "u", "example.com/v2", vec![json!({})]);
+        let r = review_request("v1", "u", "example.com/v2", &[json!({})]);
         assert_eq!(r["apiVersion"], "apiextensions.k8s.io/v1");
         assert_eq!(r["kind"], "ConversionReview");
         assert_eq!(r["request"]["uid"], "u");
