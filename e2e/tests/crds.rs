@@ -229,6 +229,37 @@ fn a_crd_is_established_and_its_objects_are_served_like_built_in_ones() {
     let raw: Value = serde_json::from_str(&raw).expect("json");
     assert_eq!(raw["apiVersion"], "example.com/v1beta1");
 
+    // kubectl diff (a server-side dry run) and kubectl edit (a merge patch).
+    let changed = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 6\n  color: red\n";
+    let (same, diff, _) = s
+        .kubectl_as(&s.kubeconfig, &["diff", "-f", "-"], Some(changed))
+        .expect("kubectl runs");
+    assert!(!same, "kubectl diff found no difference");
+    assert!(
+        diff.contains("-  size: 5") && diff.contains("+  size: 6"),
+        "{diff}"
+    );
+    let (edited, _, err) = s
+        .kubectl_env(
+            &[("KUBE_EDITOR", "sed -i 's/size: 5/size: 6/'")],
+            &["edit", "widget", "w1"],
+        )
+        .expect("kubectl runs");
+    assert!(edited, "{err}");
+    let w = json(&s, &["get", "widget", "w1", "-o", "json"]);
+    assert_eq!(w["spec"]["size"], 6);
+    ok(
+        &s,
+        &[
+            "patch",
+            "widget",
+            "w1",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"size":5}}"#,
+        ],
+    );
+
     // A deprecated version warns.
     let (_, _, err) = s
         .kubectl(&["get", "widgets.v1beta1.example.com", "w1"])
@@ -296,6 +327,18 @@ fn a_crd_is_established_and_its_objects_are_served_like_built_in_ones() {
             || err.contains("not supported"),
         "{err}"
     );
+
+    // Re-applying a changed CRD (kubectl sends a strategic merge patch for the CRD itself).
+    apply(
+        &s,
+        &WIDGETS.replace("shortNames: [wd]", "shortNames: [wd, wdg]"),
+    );
+    wait_for(&s, 10, "the new short name", || {
+        s.kubectl(&["get", "wdg", "w1"])
+            .expect("kubectl")
+            .0
+            .then_some(())
+    });
 
     // Discovery lists it; a cluster-scoped CRD works alongside.
     let resources = ok(&s, &["api-resources", "--api-group=example.com"]);
@@ -451,6 +494,41 @@ fn namespace_deletion_and_the_garbage_collector_reach_custom_resources() {
             .0)
             .then_some(())
     });
+    // ResourceQuota counts custom resources (`count/<plural>.<group>`).
+    ok(
+        &s,
+        &[
+            "-n",
+            "team",
+            "create",
+            "quota",
+            "widgets",
+            "--hard=count/widgets.example.com=1",
+        ],
+    );
+    wait_for(&s, 60, "the quota to count the namespace's widgets", || {
+        let q = json(&s, &["-n", "team", "get", "quota", "widgets", "-o", "json"]);
+        (q["status"]["used"]["count/widgets.example.com"] == "0").then_some(())
+    });
+    let (second, _, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["create", "-f", "-"],
+            Some("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: extra\n  namespace: team\nspec:\n  size: 1\n"),
+        )
+        .expect("kubectl runs");
+    assert!(second, "{err}");
+    let (third, _, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["create", "-f", "-"],
+            Some("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: over\n  namespace: team\nspec:\n  size: 1\n"),
+        )
+        .expect("kubectl runs");
+    assert!(!third);
+    assert!(err.contains("exceeded quota: widgets"), "{err}");
+    ok(&s, &["-n", "team", "delete", "quota", "widgets"]);
+
     // Namespace deletion removes the custom resources in it.
     apply(
         &s,

@@ -1102,7 +1102,9 @@ async fn store_update(
         Some(&mut new),
         Some(old),
     )?;
-    object::validate(r, &new, scope != Scope::Status, Some(old))?;
+    // Custom resources are validated whole on status updates too (upstream: schema and CEL).
+    let fields = scope != Scope::Status || crate::crd::serve::is_custom(r);
+    object::validate(r, &new, fields, Some(old))?;
     ctx.admission.validate(
         crate::admission::Operation::Update,
         r.group,

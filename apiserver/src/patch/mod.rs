@@ -32,7 +32,11 @@ pub fn strategic_merge(
     original: Map<String, Value>,
     patch: &Value,
 ) -> Result<Map<String, Value>, ApiError> {
-    let Some(ty) = schema::root(r.group, r.version, r.kind) else {
+    // Built-in kinds outside k8s.io/api (CustomResourceDefinition, APIService) are Go types
+    // too, with no patch markers: their maps merge and their lists are replaced.
+    let untyped = matches!(r.group, "apiextensions.k8s.io" | "apiregistration.k8s.io")
+        .then_some(schema::Ty::Untyped);
+    let Some(ty) = schema::root(r.group, r.version, r.kind).or(untyped) else {
         return Err(ApiError::UnsupportedMediaType(
             "application/json-patch+json, application/merge-patch+json".into(),
         ));
