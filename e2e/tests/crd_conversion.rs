@@ -109,7 +109,7 @@ async fn answer(
             let spec = o["spec"].take();
             o["spec"] = match desired {
                 "example.com/v2" => {
-                    let mut s = spec.clone();
+                    let mut s = spec;
                     if let Some(m) = s.as_object_mut() {
                         let size = m.remove("size").unwrap_or(json!(0));
                         m.insert("dimensions".into(), json!({ "size": size }));
@@ -117,7 +117,7 @@ async fn answer(
                     s
                 }
                 _ => {
-                    let mut s = spec.clone();
+                    let mut s = spec;
                     if let Some(m) = s.as_object_mut() {
                         let size = m
                             .remove("dimensions")
@@ -297,6 +297,7 @@ fn a_conversion_webhook_converts_reads_writes_lists_and_watches() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = watch.kill();
+    let _ = watch.wait();
     let lines: Vec<String> = lines
         .join()
         .expect("reader")

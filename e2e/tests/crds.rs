@@ -457,6 +457,7 @@ fn watches_of_custom_resources_see_every_change() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = watch.kill();
+    let _ = watch.wait();
     let lines = lines.join().expect("reader");
     assert_eq!(
         lines,

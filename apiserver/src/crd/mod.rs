@@ -5,9 +5,9 @@
 
 pub mod cel;
 pub mod controller;
-pub mod printer;
-pub mod serve;
-pub mod naming;
-pub mod schema;
-pub mod crd_validation;
 pub mod conversion;
+pub mod crd_validation;
+pub mod naming;
+pub mod printer;
+pub mod schema;
+pub mod serve;
