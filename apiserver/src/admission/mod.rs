@@ -21,6 +21,7 @@ pub mod priority;
 pub mod resource_quota;
 pub mod service_account;
 pub mod taint_nodes;
+pub mod webhook;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -252,6 +253,8 @@ pub const IMPLEMENTED: &[&str] = &[
     "PodSecurity",
     "Priority",
     "DefaultTolerationSeconds",
+    "MutatingAdmissionWebhook",
+    "ValidatingAdmissionWebhook",
     "ResourceQuota",
 ];
 
@@ -266,6 +269,8 @@ pub const DEFAULT_ON: &[&str] = &[
     "PodSecurity",
     "Priority",
     "DefaultTolerationSeconds",
+    "MutatingAdmissionWebhook",
+    "ValidatingAdmissionWebhook",
     "ResourceQuota",
 ];
 
@@ -320,6 +325,9 @@ pub struct Chain {
     quota: bool,
     mutating: Vec<Box<dyn MutatingAdmission>>,
     validating: Vec<Box<dyn ValidatingAdmission>>,
+    /// MutatingAdmissionWebhook and ValidatingAdmissionWebhook ([`Chain::admit_webhooks`],
+    /// [`Chain::validate_webhooks`]).
+    webhooks: webhook::Webhooks,
 }
 
 impl Chain {
@@ -329,6 +337,10 @@ impl Chain {
         let mut validating: Vec<Box<dyn ValidatingAdmission>> = Vec::new();
         let enabled = cfg.enabled()?;
         let quota = enabled.contains(&"ResourceQuota");
+        let webhooks = webhook::Webhooks::new(
+            enabled.contains(&"MutatingAdmissionWebhook"),
+            enabled.contains(&"ValidatingAdmissionWebhook"),
+        );
         for name in enabled {
             match name {
                 "NamespaceLifecycle" => {
@@ -370,6 +382,7 @@ impl Chain {
             quota,
             mutating,
             validating,
+            webhooks,
         })
     }
 
@@ -507,6 +520,108 @@ impl Chain {
     }
 }
 
+impl Chain {
+    /// MutatingAdmissionWebhook for the current request (after [`Chain::admit`]): the
+    /// matching mutating webhooks, in order, may patch `obj`. A cheap check when no
+    /// configuration is stored; nothing runs outside a request.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn admit_webhooks(
+        &self,
+        operation: Operation,
+        r: &crate::registry::catalog::ResourceInfo,
+        namespace: &str,
+        name: &str,
+        dry_run: bool,
+        obj: Option<&mut Map<String, Value>>,
+        old: Option<&Map<String, Value>>,
+    ) -> Result<()> {
+        let hooks = self.webhooks.mutating(&self.storage);
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let Some(req) = current() else {
+            return Ok(());
+        };
+        let stored = self.stored_if_delete(operation, r, namespace, name, old);
+        let name = webhook_name(name, obj.as_deref());
+        let call = webhook::Call {
+            operation: operation.as_str(),
+            resource: r,
+            subresource: &req.info.subresource,
+            namespace,
+            name: &name,
+            dry_run,
+            user: &req.user,
+        };
+        webhook::mutate(&self.storage, &hooks, &call, obj, old.or(stored.as_ref())).await
+    }
+
+    /// ValidatingAdmissionWebhook for the current request (after [`Chain::validate`]).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn validate_webhooks(
+        &self,
+        operation: Operation,
+        r: &crate::registry::catalog::ResourceInfo,
+        namespace: &str,
+        name: &str,
+        dry_run: bool,
+        obj: Option<&Map<String, Value>>,
+        old: Option<&Map<String, Value>>,
+    ) -> Result<()> {
+        let hooks = self.webhooks.validating(&self.storage);
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let Some(req) = current() else {
+            return Ok(());
+        };
+        let stored = self.stored_if_delete(operation, r, namespace, name, old);
+        let name = webhook_name(name, obj);
+        let call = webhook::Call {
+            operation: operation.as_str(),
+            resource: r,
+            subresource: &req.info.subresource,
+            namespace,
+            name: &name,
+            dry_run,
+            user: &req.user,
+        };
+        webhook::validate(&self.storage, &hooks, &call, obj, old.or(stored.as_ref())).await
+    }
+
+    /// The stored object a delete is about (its `oldObject`), when the caller has none.
+    fn stored_if_delete(
+        &self,
+        operation: Operation,
+        r: &crate::registry::catalog::ResourceInfo,
+        namespace: &str,
+        name: &str,
+        old: Option<&Map<String, Value>>,
+    ) -> Option<Map<String, Value>> {
+        if operation != Operation::Delete || old.is_some() {
+            return None;
+        }
+        let lookup = Lookup {
+            storage: &self.storage,
+            decoded: &self.decoded,
+        };
+        let stored = lookup.get(&crate::registry::key(r, namespace, name)).ok()??;
+        Some(crate::registry::convert::from_storage(r, stored))
+    }
+}
+
+/// The name a webhook is told: the URL's, else the object's.
+fn webhook_name(name: &str, obj: Option<&Map<String, Value>>) -> String {
+    if !name.is_empty() {
+        return name.to_owned();
+    }
+    str_at(
+        &obj.and_then(|o| o.get("metadata")).cloned().unwrap_or_default(),
+        &["name"],
+    )
+    .to_owned()
+}
+
 /// Who makes the request being served and what it is about.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -599,6 +714,8 @@ mod tests {
                 "PodSecurity",
                 "Priority",
                 "DefaultTolerationSeconds",
+                "MutatingAdmissionWebhook",
+                "ValidatingAdmissionWebhook",
                 "ResourceQuota"
             ]
         );
@@ -619,7 +736,7 @@ mod tests {
             enable: vec![],
             disable: vec!["PodSecurity".into()],
         };
-        assert_eq!(off.enabled().unwrap().len(), 8);
+        assert_eq!(off.enabled().unwrap().len(), 10);
     }
 
     #[test]

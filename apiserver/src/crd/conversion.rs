@@ -7,10 +7,9 @@
 //! every object whose `apiVersion` is not the one wanted is sent, in one `ConversionReview`
 //! per call (a list converts its items in one review, as upstream does), to the webhook:
 //!
-//! - `clientConfig.url`, or `clientConfig.service` resolved to an endpoint address through
-//!   the Service's EndpointSlices — this server has no kube-proxy, so a Service's ClusterIP
-//!   does not route; the TLS server name is still `<name>.<namespace>.svc`, as upstream;
-//! - over TLS verified against `clientConfig.caBundle`, 30 s for the whole exchange;
+//! - through the shared webhook client ([`crate::admission::webhook::client`]: `url` or
+//!   `service` through its EndpointSlices, TLS verified against `caBundle`), 30 s for the
+//!   whole exchange;
 //! - in the first of `conversionReviewVersions` this server speaks (`v1`, `v1beta1`).
 //!
 //! The answer is checked as upstream checks it (uid, `result.status`, object count, each
@@ -22,10 +21,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
-use http_body_util::BodyExt as _;
 use serde_json::{Map, Value, json};
 
+pub use crate::admission::webhook::client::ServiceRef;
+use crate::admission::webhook::client::{self, ClientConfig};
 use crate::error::{ApiError, Result};
 use crate::handlers::Ctx;
 use crate::registry::catalog::ResourceInfo;
@@ -47,19 +46,6 @@ pub struct Webhook {
     pub review_versions: Vec<String>,
 }
 
-/// `clientConfig.service` of a conversion webhook.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceRef {
-    /// The Service's namespace.
-    pub namespace: String,
-    /// The Service's name.
-    pub name: String,
-    /// The URL path (default `/`).
-    pub path: String,
-    /// The Service port (default 443).
-    pub port: u16,
-}
-
 impl Webhook {
     /// The conversion webhook of `crd`, when its `spec.conversion.strategy` is `Webhook`.
     pub fn of_crd(crd: &Value) -> Option<Webhook> {
@@ -70,17 +56,7 @@ impl Webhook {
         let hook = &conversion["webhook"];
         let config = &hook["clientConfig"];
         let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-        let service = Some(&config["service"])
-            .filter(|s| s.is_object())
-            .map(|s| ServiceRef {
-                namespace: text(&s["namespace"]),
-                name: text(&s["name"]),
-                path: s["path"].as_str().unwrap_or("/").to_owned(),
-                port: s["port"]
-                    .as_u64()
-                    .and_then(|p| u16::try_from(p).ok())
-                    .unwrap_or(443),
-            });
+        let service = ServiceRef::parse(&config["service"]);
         Some(Webhook {
             url: config["url"].as_str().map(str::to_owned),
             service,
@@ -234,8 +210,16 @@ async fn convert(
         .collect();
     let review = review_request(review_version, &uid, desired, &sent);
     let body = serde_json::to_vec(&review).map_err(|e| failed(e.to_string()))?;
-    let target = resolve(ctx, hook).await.map_err(&failed)?;
-    let answer = post(&target, body).await.map_err(&failed)?;
+    let config = ClientConfig {
+        url: hook.url.clone(),
+        service: hook.service.clone(),
+        ca_bundle: hook.ca_bundle.clone(),
+    };
+    let target = client::resolve(&ctx.storage, &config, TIMEOUT).map_err(&failed)?;
+    let deadline = "context deadline exceeded (Client.Timeout exceeded while awaiting headers)";
+    let answer = client::post(&target, body, TIMEOUT, deadline)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
     let converted = converted_objects(review_version, &uid, &answer).map_err(&failed)?;
     if converted.len() != pending.len() {
         return Err(ApiError::Internal(format!(
@@ -459,266 +443,6 @@ fn restore_meta(
     Ok(out)
 }
 
-/// Where a review is sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Target {
-    /// The URL as errors name it (with `?timeout=30s`, as client-go's).
-    url: String,
-    /// Host to connect to (an IP or a DNS name, no brackets).
-    host: String,
-    /// Port to connect to.
-    port: u16,
-    /// Name the certificate must be valid for.
-    server_name: String,
-    /// The `Host` header.
-    authority: String,
-    /// Path and query of the request.
-    path: String,
-    /// `caBundle`.
-    ca_bundle: String,
-}
-
-/// Splits an `https://` URL into host, port and path (with client-go's timeout parameter).
-fn parse_url(url: &str, ca_bundle: &str) -> std::result::Result<Target, String> {
-    let rest = url
-        .strip_prefix("https://")
-        .ok_or_else(|| format!("unsupported protocol scheme in {url:?}"))?;
-    let (authority, path) = match rest.find(['/', '?']) {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let (h, tail) = v6
-            .split_once(']')
-            .ok_or_else(|| format!("invalid URL {url:?}"))?;
-        (h, tail.strip_prefix(':'))
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        }
-    };
-    let port = match port {
-        Some(p) => p.parse().map_err(|_| format!("invalid port in {url:?}"))?,
-        None => 443,
-    };
-    let path = if path.starts_with('?') {
-        format!("/{path}")
-    } else {
-        path.to_owned()
-    };
-    let path = match path.contains('?') {
-        true => format!("{path}&timeout=30s"),
-        false => format!("{path}?timeout=30s"),
-    };
-    Ok(Target {
-        url: format!("https://{authority}{path}"),
-        host: host.to_owned(),
-        port,
-        server_name: host.to_owned(),
-        authority: authority.to_owned(),
-        path,
-        ca_bundle: ca_bundle.to_owned(),
-    })
-}
-
-/// Where `hook` is reached: its URL, or its Service's first ready endpoint.
-async fn resolve(ctx: &Ctx, hook: &Webhook) -> std::result::Result<Target, String> {
-    if let Some(url) = &hook.url {
-        return parse_url(url, &hook.ca_bundle);
-    }
-    let Some(svc) = &hook.service else {
-        return Err("neither url nor service is set".into());
-    };
-    let dns = format!("{}.{}.svc", svc.name, svc.namespace);
-    let mut target = parse_url(
-        &format!("https://{dns}:{}{}", svc.port, svc.path),
-        &hook.ca_bundle,
-    )?;
-    let post_err = |e: String| format!("Post {:?}: {e}", target.url);
-    let (ip, port) = service_endpoint(ctx, svc).await.map_err(post_err)?;
-    target.host = ip;
-    target.port = port;
-    Ok(target)
-}
-
-async fn read_json(ctx: &Ctx, key: &str) -> std::result::Result<Option<Value>, String> {
-    let stored = ctx.storage.get(key).await.map_err(|e| e.to_string())?;
-    Ok(stored.and_then(|s| serde_json::from_slice(&s.value).ok()))
-}
-
-/// A ready endpoint address and port of `svc`'s port, from its EndpointSlices.
-async fn service_endpoint(
-    ctx: &Ctx,
-    svc: &ServiceRef,
-) -> std::result::Result<(String, u16), String> {
-    let not_found = || format!("service {:?} not found", svc.name);
-    let services = registry::catalog::find("", "v1", "services").ok_or_else(not_found)?;
-    let service = read_json(ctx, &registry::key(services, &svc.namespace, &svc.name))
-        .await?
-        .ok_or_else(not_found)?;
-    let port = service["spec"]["ports"]
-        .as_array()
-        .and_then(|ports| ports.iter().find(|p| p["port"] == svc.port))
-        .ok_or_else(|| format!("service {:?} does not have port {}", svc.name, svc.port))?;
-    let port_name = port["name"].as_str().unwrap_or("");
-    let unavailable = || format!("no endpoints available for service {:?}", svc.name);
-    let slices = registry::catalog::find("discovery.k8s.io", "v1", "endpointslices")
-        .ok_or_else(unavailable)?;
-    let page = ctx
-        .storage
-        .list(&registry::prefix(slices, &svc.namespace), None, 0, 0)
-        .await
-        .map_err(|e| e.to_string())?;
-    for (_, stored) in page.items {
-        let Ok(slice) = serde_json::from_slice::<Value>(&stored.value) else {
-            continue;
-        };
-        if slice["metadata"]["labels"]["kubernetes.io/service-name"] != svc.name.as_str() {
-            continue;
-        }
-        let Some(target_port) = slice["ports"].as_array().and_then(|ports| {
-            ports
-                .iter()
-                .find(|p| p["name"].as_str().unwrap_or("") == port_name)
-                .and_then(|p| p["port"].as_u64())
-                .and_then(|p| u16::try_from(p).ok())
-        }) else {
-            continue;
-        };
-        let ready = slice["endpoints"].as_array().and_then(|eps| {
-            eps.iter()
-                .filter(|e| e["conditions"]["ready"] != false)
-                .find_map(|e| e["addresses"][0].as_str())
-        });
-        if let Some(ip) = ready {
-            return Ok((ip.to_owned(), target_port));
-        }
-    }
-    Err(unavailable())
-}
-
-/// The TLS client configuration trusting `ca_bundle` (base64 of PEM) only.
-fn tls_config(ca_bundle: &str) -> std::result::Result<rustls::ClientConfig, String> {
-    use rustls_pki_types::pem::PemObject as _;
-    let mut roots = rustls::RootCertStore::empty();
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(ca_bundle)
-        .map_err(|e| format!("invalid caBundle: {e}"))?;
-    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem).flatten() {
-        roots
-            .add(cert)
-            .map_err(|e| format!("invalid caBundle: {e}"))?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
-}
-
-/// Go's text of a failed dial or handshake.
-fn transport_error(host: &str, port: u16, e: &std::io::Error) -> String {
-    let addr = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
-    if let Some(tls) = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-    {
-        return match tls {
-            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => {
-                "tls: failed to verify certificate: x509: certificate signed by unknown authority"
-                    .into()
-            }
-            rustls::Error::InvalidCertificate(c) => {
-                format!("tls: failed to verify certificate: x509: {c:?}")
-            }
-            other => format!("remote error: tls: {other}"),
-        };
-    }
-    match e.kind() {
-        std::io::ErrorKind::ConnectionRefused => {
-            format!("dial tcp {addr}: connect: connection refused")
-        }
-        _ => format!("dial tcp {addr}: {e}"),
-    }
-}
-
-/// POSTs `body` to `target` over TLS and returns the answer's body (a 2xx), within
-/// [`TIMEOUT`]; errors read as Go's `Post "<url>": …`.
-async fn post(target: &Target, body: Vec<u8>) -> std::result::Result<Vec<u8>, String> {
-    let exchange = async {
-        let config = tls_config(&target.ca_bundle)?;
-        let tcp = tokio::net::TcpStream::connect((target.host.as_str(), target.port))
-            .await
-            .map_err(|e| transport_error(&target.host, target.port, &e))?;
-        let name = rustls_pki_types::ServerName::try_from(target.server_name.clone())
-            .map_err(|e| e.to_string())?;
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect(name, tcp)
-            .await
-            .map_err(|e| transport_error(&target.host, target.port, &e))?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-                .await
-                .map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let request = http::Request::post(target.path.as_str())
-            .header(http::header::HOST, target.authority.as_str())
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "application/json, */*")
-            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-            .map_err(|e| e.to_string())?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| e.to_string())?;
-        let status = response.status();
-        let answer = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes()
-            .to_vec();
-        if !status.is_success() {
-            return Err(server_error(status, &answer));
-        }
-        Ok(answer)
-    };
-    match tokio::time::timeout(TIMEOUT, exchange).await {
-        Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(e)) => Err(format!("Post {:?}: {e}", target.url)),
-        Err(_) => Err(format!(
-            "Post {:?}: context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
-            target.url
-        )),
-    }
-}
-
-/// client-go's error for a non-2xx answer: a Status' message, else a generic text.
-fn server_error(status: http::StatusCode, body: &[u8]) -> String {
-    if let Ok(Value::Object(s)) = serde_json::from_slice::<Value>(body)
-        && s.get("kind").and_then(Value::as_str) == Some("Status")
-        && let Some(m) = s.get("message").and_then(Value::as_str)
-    {
-        return m.to_owned();
-    }
-    if status == http::StatusCode::NOT_FOUND {
-        return "the server could not find the requested resource".into();
-    }
-    format!(
-        "an error on the server ({:?}) has prevented the request from succeeding",
-        String::from_utf8_lossy(body).trim()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -759,20 +483,6 @@ mod tests {
         );
         let none = json!({ "spec": { "conversion": { "strategy": "None" } } });
         assert!(Webhook::of_crd(&none).is_none());
-    }
-
-    #[test]
-    fn urls_get_client_go_timeout_parameter() {
-        let t = parse_url("https://127.0.0.1:8443/convert", "").unwrap();
-        assert_eq!((t.host.as_str(), t.port), ("127.0.0.1", 8443));
-        assert_eq!(t.path, "/convert?timeout=30s");
-        assert_eq!(t.url, "https://127.0.0.1:8443/convert?timeout=30s");
-        let t = parse_url("https://[::1]/c?x=1", "").unwrap();
-        assert_eq!((t.host.as_str(), t.port), ("::1", 443));
-        assert_eq!(t.path, "/c?x=1&timeout=30s");
-        let t = parse_url("https://hook.example.com", "").unwrap();
-        assert_eq!(t.path, "/?timeout=30s");
-        assert!(parse_url("http://x/", "").is_err());
     }
 
     #[test]

@@ -327,6 +327,23 @@ enum Outcome {
     Kept(Map<String, Value>),
 }
 
+/// The admission webhooks of a delete (the stored object is their `oldObject`).
+async fn webhooks_for_delete(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    name: &str,
+    dry_run: bool,
+) -> crate::error::Result<()> {
+    let op = crate::admission::Operation::Delete;
+    ctx.admission
+        .admit_webhooks(op, r, namespace, name, dry_run, None, None)
+        .await?;
+    ctx.admission
+        .validate_webhooks(op, r, namespace, name, dry_run, None, None)
+        .await
+}
+
 /// DELETE of one object.
 pub(super) async fn delete(
     ctx: &Ctx,
@@ -350,6 +367,7 @@ pub(super) async fn delete(
         None,
         None,
     )?;
+    webhooks_for_delete(ctx, r, namespace, name, dry_run(q)).await?;
     let outcome = delete_one(ctx, r, namespace, name, &opts, dry_run(q)).await?;
     Ok(match outcome {
         Outcome::Kept(obj) => {
@@ -585,6 +603,7 @@ pub(super) async fn delete_collection(
             None,
             None,
         )?;
+        webhooks_for_delete(ctx, r, &ns, &name, dry_run(q)).await?;
         match delete_one(ctx, r, &ns, &name, &opts, dry_run(q)).await {
             Ok(_) | Err(ApiError::NotFound { .. }) => {
                 selected.push(obj);

@@ -832,6 +832,17 @@ async fn create(
         Some(&mut obj),
         None,
     )?;
+    ctx.admission
+        .admit_webhooks(
+            crate::admission::Operation::Create,
+            r,
+            namespace,
+            "",
+            dry_run(q),
+            Some(&mut obj),
+            None,
+        )
+        .await?;
     object::validate(r, &obj, true, None)?;
     ctx.admission.validate(
         crate::admission::Operation::Create,
@@ -843,6 +854,17 @@ async fn create(
         Some(&obj),
         None,
     )?;
+    ctx.admission
+        .validate_webhooks(
+            crate::admission::Operation::Create,
+            r,
+            namespace,
+            "",
+            dry_run(q),
+            Some(&obj),
+            None,
+        )
+        .await?;
     ctx.admission
         .charge(
             crate::admission::Operation::Create,
@@ -1102,6 +1124,17 @@ async fn store_update(
         Some(&mut new),
         Some(old),
     )?;
+    ctx.admission
+        .admit_webhooks(
+            crate::admission::Operation::Update,
+            r,
+            namespace,
+            name,
+            dry_run(q),
+            Some(&mut new),
+            Some(old),
+        )
+        .await?;
     // Custom resources are validated whole on status updates too (upstream: schema and CEL).
     let fields = scope != Scope::Status || crate::crd::serve::is_custom(r);
     object::validate(r, &new, fields, Some(old))?;
@@ -1115,6 +1148,17 @@ async fn store_update(
         Some(&new),
         Some(old),
     )?;
+    ctx.admission
+        .validate_webhooks(
+            crate::admission::Operation::Update,
+            r,
+            namespace,
+            name,
+            dry_run(q),
+            Some(&new),
+            Some(old),
+        )
+        .await?;
     if dry_run(q) {
         if let Some(m) = object::meta(&mut new) {
             m.insert("resourceVersion".into(), json!(expected.to_string()));

@@ -1,0 +1,474 @@
+//! The HTTPS client every webhook of this server speaks through (admission webhooks and CRD
+//! conversion webhooks), as upstream's `k8s.io/apiserver/pkg/util/webhook` client:
+//!
+//! - `clientConfig.url`, or `clientConfig.service` resolved to an endpoint address through
+//!   the Service's EndpointSlices — this server has no kube-proxy, so a Service's ClusterIP
+//!   does not route; the TLS server name is still `<name>.<namespace>.svc`, as upstream;
+//! - TLS verified against `clientConfig.caBundle` only;
+//! - client-go's `?timeout=<d>` query parameter and one deadline for the whole exchange;
+//! - HTTP/1.1 connections kept and reused per endpoint and caBundle.
+//!
+//! Errors read as Go's (`Post "<url>": dial tcp …: connect: connection refused`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use base64::Engine as _;
+use http_body_util::BodyExt as _;
+use serde_json::Value;
+
+use crate::registry;
+use crate::storage::Storage;
+
+/// `clientConfig.service` of a webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceRef {
+    /// The Service's namespace.
+    pub namespace: String,
+    /// The Service's name.
+    pub name: String,
+    /// The URL path (default `/`).
+    pub path: String,
+    /// The Service port (default 443).
+    pub port: u16,
+}
+
+impl ServiceRef {
+    /// `clientConfig.service` read from its JSON (`None` when absent).
+    pub fn parse(service: &Value) -> Option<ServiceRef> {
+        let s = service.as_object()?;
+        let text = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        Some(ServiceRef {
+            namespace: text("namespace"),
+            name: text("name"),
+            path: s
+                .get("path")
+                .and_then(Value::as_str)
+                .unwrap_or("/")
+                .to_owned(),
+            port: s
+                .get("port")
+                .and_then(Value::as_u64)
+                .and_then(|p| u16::try_from(p).ok())
+                .unwrap_or(443),
+        })
+    }
+}
+
+/// A webhook's `clientConfig`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClientConfig {
+    /// `url`.
+    pub url: Option<String>,
+    /// `service`.
+    pub service: Option<ServiceRef>,
+    /// `caBundle`: base64 of PEM certificates (empty: no roots).
+    pub ca_bundle: String,
+}
+
+impl ClientConfig {
+    /// A `clientConfig` read from its JSON.
+    pub fn parse(config: &Value) -> ClientConfig {
+        ClientConfig {
+            url: config["url"].as_str().map(str::to_owned),
+            service: ServiceRef::parse(&config["service"]),
+            ca_bundle: config["caBundle"].as_str().unwrap_or("").to_owned(),
+        }
+    }
+}
+
+/// Where a request is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The URL as errors name it (with client-go's `?timeout=`).
+    pub url: String,
+    /// Host to connect to (an IP or a DNS name, no brackets).
+    host: String,
+    /// Port to connect to.
+    port: u16,
+    /// Name the certificate must be valid for.
+    server_name: String,
+    /// The `Host` header.
+    authority: String,
+    /// Path and query of the request.
+    path: String,
+    /// `caBundle`.
+    ca_bundle: String,
+}
+
+/// Go's `time.Duration` text of whole seconds (`30s`, `1m0s`).
+fn go_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, (s / 60) % 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, m, sec) => format!("{m}m{sec}s"),
+        (h, m, sec) => format!("{h}h{m}m{sec}s"),
+    }
+}
+
+/// Splits an `https://` URL into host, port and path (with client-go's timeout parameter).
+pub fn parse_url(
+    url: &str,
+    ca_bundle: &str,
+    timeout: Duration,
+) -> std::result::Result<Target, String> {
+    let rest = url
+        .strip_prefix("https://")
+        .ok_or_else(|| format!("unsupported protocol scheme in {url:?}"))?;
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (h, tail) = v6
+            .split_once(']')
+            .ok_or_else(|| format!("invalid URL {url:?}"))?;
+        (h, tail.strip_prefix(':'))
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    let port = match port {
+        Some(p) => p.parse().map_err(|_| format!("invalid port in {url:?}"))?,
+        None => 443,
+    };
+    let path = if path.starts_with('?') {
+        format!("/{path}")
+    } else {
+        path.to_owned()
+    };
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let path = format!("{path}{sep}timeout={}", go_duration(timeout));
+    Ok(Target {
+        url: format!("https://{authority}{path}"),
+        host: host.to_owned(),
+        port,
+        server_name: host.to_owned(),
+        authority: authority.to_owned(),
+        path,
+        ca_bundle: ca_bundle.to_owned(),
+    })
+}
+
+/// Where `config` is reached: its URL, or its Service's first ready endpoint (read from the
+/// store's local state).
+pub fn resolve(
+    storage: &Storage,
+    config: &ClientConfig,
+    timeout: Duration,
+) -> std::result::Result<Target, String> {
+    if let Some(url) = &config.url {
+        return parse_url(url, &config.ca_bundle, timeout);
+    }
+    let Some(svc) = &config.service else {
+        return Err("neither url nor service is set".into());
+    };
+    let dns = format!("{}.{}.svc", svc.name, svc.namespace);
+    let mut target = parse_url(
+        &format!("https://{dns}:{}{}", svc.port, svc.path),
+        &config.ca_bundle,
+        timeout,
+    )?;
+    let post_err = |e: String| format!("Post {:?}: {e}", target.url);
+    let (ip, port) = service_endpoint(storage, svc).map_err(post_err)?;
+    target.host = ip;
+    target.port = port;
+    Ok(target)
+}
+
+fn read_json(storage: &Storage, key: &str) -> std::result::Result<Option<Value>, String> {
+    let stored = storage.get_local(key).map_err(|e| e.to_string())?;
+    Ok(stored.and_then(|s| serde_json::from_slice(&s.value).ok()))
+}
+
+/// A ready endpoint address and port of `svc`'s port, from its EndpointSlices.
+fn service_endpoint(
+    storage: &Storage,
+    svc: &ServiceRef,
+) -> std::result::Result<(String, u16), String> {
+    let not_found = || format!("service {:?} not found", svc.name);
+    let services = registry::catalog::find("", "v1", "services").ok_or_else(not_found)?;
+    let service = read_json(storage, &registry::key(services, &svc.namespace, &svc.name))?
+        .ok_or_else(not_found)?;
+    let port = service["spec"]["ports"]
+        .as_array()
+        .and_then(|ports| ports.iter().find(|p| p["port"] == svc.port))
+        .ok_or_else(|| format!("service {:?} does not have port {}", svc.name, svc.port))?;
+    let port_name = port["name"].as_str().unwrap_or("");
+    let unavailable = || format!("no endpoints available for service {:?}", svc.name);
+    let slices = registry::catalog::find("discovery.k8s.io", "v1", "endpointslices")
+        .ok_or_else(unavailable)?;
+    let (items, _) = storage.shared_list(&registry::prefix(slices, &svc.namespace));
+    for item in items {
+        let Ok(slice) = serde_json::from_slice::<Value>(&item.value) else {
+            continue;
+        };
+        if slice["metadata"]["labels"]["kubernetes.io/service-name"] != svc.name.as_str() {
+            continue;
+        }
+        let Some(target_port) = slice["ports"].as_array().and_then(|ports| {
+            ports
+                .iter()
+                .find(|p| p["name"].as_str().unwrap_or("") == port_name)
+                .and_then(|p| p["port"].as_u64())
+                .and_then(|p| u16::try_from(p).ok())
+        }) else {
+            continue;
+        };
+        let ready = slice["endpoints"].as_array().and_then(|eps| {
+            eps.iter()
+                .filter(|e| e["conditions"]["ready"] != false)
+                .find_map(|e| e["addresses"][0].as_str())
+        });
+        if let Some(ip) = ready {
+            return Ok((ip.to_owned(), target_port));
+        }
+    }
+    Err(unavailable())
+}
+
+/// The TLS client configuration trusting `ca_bundle` (base64 of PEM) only, built once per
+/// bundle.
+fn tls_config(ca_bundle: &str) -> std::result::Result<Arc<rustls::ClientConfig>, String> {
+    use rustls_pki_types::pem::PemObject as _;
+    static CONFIGS: OnceLock<Mutex<HashMap<String, Arc<rustls::ClientConfig>>>> = OnceLock::new();
+    let configs = CONFIGS.get_or_init(Default::default);
+    if let Some(c) = configs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(ca_bundle)
+    {
+        return Ok(Arc::clone(c));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(ca_bundle)
+        .map_err(|e| format!("invalid caBundle: {e}"))?;
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem).flatten() {
+        roots
+            .add(cert)
+            .map_err(|e| format!("invalid caBundle: {e}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    );
+    let mut map = configs.lock().unwrap_or_else(|e| e.into_inner());
+    if map.len() >= 256 {
+        map.clear();
+    }
+    map.insert(ca_bundle.to_owned(), Arc::clone(&config));
+    Ok(config)
+}
+
+/// Go's text of a failed dial or handshake.
+fn transport_error(host: &str, port: u16, e: &std::io::Error) -> String {
+    let addr = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    if let Some(tls) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        return match tls {
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => {
+                "tls: failed to verify certificate: x509: certificate signed by unknown authority"
+                    .into()
+            }
+            rustls::Error::InvalidCertificate(c) => {
+                format!("tls: failed to verify certificate: x509: {c:?}")
+            }
+            other => format!("remote error: tls: {other}"),
+        };
+    }
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => {
+            format!("dial tcp {addr}: connect: connection refused")
+        }
+        _ => format!("dial tcp {addr}: {e}"),
+    }
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>;
+
+/// Idle connections by endpoint, server name and caBundle.
+fn pool() -> &'static Mutex<HashMap<(String, u16, String, String), Vec<Sender>>> {
+    static POOL: OnceLock<Mutex<HashMap<(String, u16, String, String), Vec<Sender>>>> =
+        OnceLock::new();
+    POOL.get_or_init(Default::default)
+}
+
+fn pool_key(target: &Target) -> (String, u16, String, String) {
+    (
+        target.host.clone(),
+        target.port,
+        target.server_name.clone(),
+        target.ca_bundle.clone(),
+    )
+}
+
+/// An idle kept connection to `target`, or a new one.
+async fn connect(target: &Target) -> std::result::Result<Sender, String> {
+    let key = pool_key(target);
+    loop {
+        let idle = pool()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&key)
+            .and_then(Vec::pop);
+        match idle {
+            Some(s) if !s.is_closed() && s.is_ready() => return Ok(s),
+            Some(_) => continue,
+            None => break,
+        }
+    }
+    let config = tls_config(&target.ca_bundle)?;
+    let tcp = tokio::net::TcpStream::connect((target.host.as_str(), target.port))
+        .await
+        .map_err(|e| transport_error(&target.host, target.port, &e))?;
+    let _ = tcp.set_nodelay(true);
+    let name = rustls_pki_types::ServerName::try_from(target.server_name.clone())
+        .map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| transport_error(&target.host, target.port, &e))?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+/// Why a POST failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PostError {
+    /// The deadline passed (Go's `context deadline exceeded`); carries the full text.
+    Timeout(String),
+    /// Anything else, as Go's `Post "<url>": …`.
+    Failed(String),
+}
+
+impl std::fmt::Display for PostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PostError::Timeout(s) | PostError::Failed(s) => f.write_str(s),
+        }
+    }
+}
+
+/// POSTs `body` (JSON) to `target` over TLS and returns the answer's body (a 2xx), within
+/// `timeout`; `deadline_text` is Go's wording of a timeout after `Post "<url>": `.
+pub async fn post(
+    target: &Target,
+    body: Vec<u8>,
+    timeout: Duration,
+    deadline_text: &str,
+) -> std::result::Result<Vec<u8>, PostError> {
+    let exchange = async {
+        let mut sender = connect(target).await?;
+        let request = http::Request::post(target.path.as_str())
+            .header(http::header::HOST, target.authority.as_str())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json, */*")
+            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+            .map_err(|e| e.to_string())?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = response.status();
+        let answer = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes()
+            .to_vec();
+        if !sender.is_closed() {
+            let mut pool = pool().lock().unwrap_or_else(|e| e.into_inner());
+            let idle = pool.entry(pool_key(target)).or_default();
+            if idle.len() < 16 {
+                idle.push(sender);
+            }
+        }
+        if !status.is_success() {
+            return Err(server_error(status, &answer));
+        }
+        Ok(answer)
+    };
+    match tokio::time::timeout(timeout, exchange).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(e)) => Err(PostError::Failed(format!("Post {:?}: {e}", target.url))),
+        Err(_) => Err(PostError::Timeout(format!(
+            "Post {:?}: {deadline_text}",
+            target.url
+        ))),
+    }
+}
+
+/// client-go's error for a non-2xx answer: a Status' message, else a generic text.
+fn server_error(status: http::StatusCode, body: &[u8]) -> String {
+    if let Ok(Value::Object(s)) = serde_json::from_slice::<Value>(body)
+        && s.get("kind").and_then(Value::as_str) == Some("Status")
+        && let Some(m) = s.get("message").and_then(Value::as_str)
+    {
+        return m.to_owned();
+    }
+    if status == http::StatusCode::NOT_FOUND {
+        return "the server could not find the requested resource".into();
+    }
+    format!(
+        "an error on the server ({:?}) has prevented the request from succeeding",
+        String::from_utf8_lossy(body).trim()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_get_client_go_timeout_parameter() {
+        let t30 = Duration::from_secs(30);
+        let t = parse_url("https://127.0.0.1:8443/convert", "", t30).unwrap();
+        assert_eq!((t.host.as_str(), t.port), ("127.0.0.1", 8443));
+        assert_eq!(t.path, "/convert?timeout=30s");
+        assert_eq!(t.url, "https://127.0.0.1:8443/convert?timeout=30s");
+        let t = parse_url("https://[::1]/c?x=1", "", Duration::from_secs(5)).unwrap();
+        assert_eq!((t.host.as_str(), t.port), ("::1", 443));
+        assert_eq!(t.path, "/c?x=1&timeout=5s");
+        let t = parse_url("https://hook.example.com", "", t30).unwrap();
+        assert_eq!(t.path, "/?timeout=30s");
+        assert!(parse_url("http://x/", "", t30).is_err());
+        assert_eq!(go_duration(Duration::from_secs(90)), "1m30s");
+    }
+
+    #[test]
+    fn client_configs_read_url_service_and_ca_bundle() {
+        let c = ClientConfig::parse(&serde_json::json!({ "caBundle": "Zm9v",
+            "service": { "namespace": "ns", "name": "hook", "path": "/m" } }));
+        assert_eq!(c.ca_bundle, "Zm9v");
+        assert_eq!(
+            c.service,
+            Some(ServiceRef {
+                namespace: "ns".into(),
+                name: "hook".into(),
+                path: "/m".into(),
+                port: 443
+            })
+        );
+        assert!(c.url.is_none());
+    }
+}

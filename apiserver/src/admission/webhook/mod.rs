@@ -1,0 +1,740 @@
+//! MutatingAdmissionWebhook and ValidatingAdmissionWebhook (upstream's
+//! `k8s.io/apiserver/pkg/admission/plugin/webhook`): the webhooks of the stored
+//! `MutatingWebhookConfiguration`s and `ValidatingWebhookConfiguration`s, called with an
+//! `AdmissionReview` for each request they match.
+//!
+//! - Mutating webhooks run after the built-in mutating plugins, one after the other in
+//!   configuration-name order; their JSON patches apply to the object the next one sees.
+//!   With `reinvocationPolicy: IfNeeded` a webhook is called once more when a later one
+//!   changed the object (the built-in plugins are not run again).
+//! - Validating webhooks run after object validation, all at once.
+//! - `failurePolicy: Ignore` lets a request through when the webhook cannot be called or
+//!   answers nonsense (with upstream's `failed-open…` audit annotation); a denial, a patch
+//!   that does not apply and a dry run to a webhook with side effects always fail.
+//! - `matchPolicy: Equivalent` matches a rule at another version of the same resource; the
+//!   object is sent as requested (not converted to the rule's version).
+//! - Exempt, as upstream: the admission configuration objects themselves. Writes made
+//!   inside the server (not through a request) never reach admission.
+//! - `matchConditions` are not evaluated yet: a webhook with them matches as without.
+
+pub mod client;
+pub mod config;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, GroupResource, Result};
+use crate::registry::catalog::ResourceInfo;
+use crate::storage::Storage;
+use config::{Configurations, Hook};
+
+/// Both kinds of configuration, followed from the store.
+pub struct Webhooks {
+    mutating: Option<Configurations>,
+    validating: Option<Configurations>,
+}
+
+/// One request as the webhooks see it.
+pub struct Call<'a> {
+    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
+    pub operation: &'a str,
+    /// The served resource.
+    pub resource: &'a ResourceInfo,
+    /// Subresource.
+    pub subresource: &'a str,
+    /// Namespace.
+    pub namespace: &'a str,
+    /// Name (from the object on create).
+    pub name: &'a str,
+    /// Dry run.
+    pub dry_run: bool,
+    /// Who asks.
+    pub user: &'a crate::pipeline::UserInfo,
+}
+
+/// Why calling a webhook failed (upstream's `ErrCallingWebhook` versus the rest).
+enum Failure {
+    /// Not reached or not understood: `failurePolicy` decides.
+    Calling(String),
+    /// Anything else: always refuses.
+    Refused(ApiError),
+}
+
+impl Webhooks {
+    /// Follows the configurations of the enabled plugins.
+    pub fn new(mutating: bool, validating: bool) -> Webhooks {
+        Webhooks {
+            mutating: mutating.then(|| Configurations::new(true)),
+            validating: validating.then(|| Configurations::new(false)),
+        }
+    }
+
+    /// The mutating webhooks now stored (empty when none or the plugin is off).
+    pub fn mutating(&self, storage: &Storage) -> Arc<Vec<Hook>> {
+        match &self.mutating {
+            Some(c) => c.current(storage),
+            None => Arc::new(Vec::new()),
+        }
+    }
+
+    /// The validating webhooks now stored.
+    pub fn validating(&self, storage: &Storage) -> Arc<Vec<Hook>> {
+        match &self.validating {
+            Some(c) => c.current(storage),
+            None => Arc::new(Vec::new()),
+        }
+    }
+}
+
+/// The webhooks of `hooks` that `call` must go to, with their indexes.
+fn matching<'h>(
+    storage: &Storage,
+    hooks: &'h [Hook],
+    call: &Call<'_>,
+    obj: Option<&Map<String, Value>>,
+    old: Option<&Map<String, Value>>,
+) -> Result<Vec<(usize, &'h Hook)>> {
+    let r = call.resource;
+    if config::exempt(r.group, r.plural) {
+        return Ok(Vec::new());
+    }
+    let target = config::Target {
+        operation: call.operation,
+        group: r.group,
+        version: r.version,
+        resource: r.plural,
+        subresource: call.subresource,
+        namespace: call.namespace,
+    };
+    let mut ns_labels: Option<Option<Value>> = None;
+    let mut out = Vec::new();
+    for (i, h) in hooks.iter().enumerate() {
+        if !h.namespace_selector.is_empty()
+            && (!call.namespace.is_empty() || r.plural == "namespaces")
+        {
+            if ns_labels.is_none() {
+                ns_labels = Some(namespace_labels(storage, call, obj)?);
+            }
+            if !h
+                .namespace_selector
+                .matches(ns_labels.as_ref().and_then(Option::as_ref))
+            {
+                continue;
+            }
+        }
+        if !h.object_selector.is_empty()
+            && !h.object_selector.matches(config::labels(obj))
+            && !h.object_selector.matches(config::labels(old))
+        {
+            continue;
+        }
+        if !h.rules_match(&target) {
+            continue;
+        }
+        if call.dry_run && !h.dry_run_safe {
+            return Err(ApiError::BadRequest(format!(
+                "admission webhook {:?} does not support dry run",
+                h.name
+            )));
+        }
+        out.push((i, h));
+    }
+    Ok(out)
+}
+
+/// The labels of the request's namespace (of the namespace object itself for namespaces).
+fn namespace_labels(
+    storage: &Storage,
+    call: &Call<'_>,
+    obj: Option<&Map<String, Value>>,
+) -> Result<Option<Value>> {
+    if call.resource.plural == "namespaces"
+        && call.subresource.is_empty()
+        && matches!(call.operation, "CREATE" | "UPDATE")
+    {
+        return Ok(config::labels(obj).cloned());
+    }
+    let name = if call.namespace.is_empty() {
+        call.name
+    } else {
+        call.namespace
+    };
+    let Some(r) = crate::registry::catalog::find("", "v1", "namespaces") else {
+        return Ok(None);
+    };
+    let stored = storage
+        .get_local(&crate::registry::key(r, "", name))
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let Some(stored) = stored else {
+        return Err(ApiError::NotFound {
+            resource: GroupResource::new("", "namespaces"),
+            name: name.to_owned(),
+        });
+    };
+    let ns: Value = serde_json::from_slice(&stored.value).unwrap_or(Value::Null);
+    Ok(ns["metadata"].get("labels").cloned())
+}
+
+/// The `AdmissionReview` sent for `call` in `version` (`v1` or `v1beta1`).
+fn review(
+    version: &str,
+    uid: &str,
+    call: &Call<'_>,
+    obj: Option<&Map<String, Value>>,
+    old: Option<&Map<String, Value>>,
+) -> Value {
+    let r = call.resource;
+    let kind = json!({ "group": r.group, "version": r.version, "kind": r.kind });
+    let resource = json!({ "group": r.group, "version": r.version, "resource": r.plural });
+    let options_kind = match call.operation {
+        "CREATE" => "CreateOptions",
+        "UPDATE" => "UpdateOptions",
+        "DELETE" => "DeleteOptions",
+        _ => "",
+    };
+    let mut options = Value::Null;
+    if !options_kind.is_empty() {
+        options = json!({ "apiVersion": "meta.k8s.io/v1", "kind": options_kind });
+        if call.dry_run {
+            options["dryRun"] = json!(["All"]);
+        }
+    }
+    let mut user = json!({ "username": call.user.name, "groups": call.user.groups });
+    if !call.user.uid.is_empty() {
+        user["uid"] = json!(call.user.uid);
+    }
+    if !call.user.extra.is_empty() {
+        user["extra"] = json!(call.user.extra);
+    }
+    let mut request = json!({
+        "uid": uid,
+        "kind": kind,
+        "resource": resource,
+        "requestKind": kind,
+        "requestResource": resource,
+        "name": call.name,
+        "operation": call.operation,
+        "userInfo": user,
+        "object": obj,
+        "oldObject": old,
+        "dryRun": call.dry_run,
+        "options": options,
+    });
+    if !call.subresource.is_empty() {
+        request["subResource"] = json!(call.subresource);
+        request["requestSubResource"] = json!(call.subresource);
+    }
+    if !call.namespace.is_empty() {
+        request["namespace"] = json!(call.namespace);
+    }
+    json!({
+        "kind": "AdmissionReview",
+        "apiVersion": format!("admission.k8s.io/{version}"),
+        "request": request,
+    })
+}
+
+/// A webhook's verdict (upstream's `webhookrequest.AdmissionResponse`).
+#[derive(Debug, Default, PartialEq)]
+struct Verdict {
+    allowed: bool,
+    status: Map<String, Value>,
+    patch: Option<Vec<u8>>,
+    warnings: Vec<String>,
+    audit: Vec<(String, String)>,
+}
+
+/// Upstream's `VerifyAdmissionResponse`: the answer's kind, uid and patch type checked.
+fn verdict(
+    version: &str,
+    uid: &str,
+    mutating: bool,
+    answer: &[u8],
+) -> std::result::Result<Verdict, String> {
+    let review: Map<String, Value> = serde_json::from_slice(answer).map_err(|e| {
+        format!("failed to call webhook: couldn't get version/kind; json parse error: {e}")
+    })?;
+    let invalid = |e: String| format!("received invalid webhook response: {e}");
+    let text = |o: &Map<String, Value>, k: &str| {
+        o.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    if version == "v1" {
+        let api_version = text(&review, "apiVersion");
+        let (g, v) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+        let got = format!("{g}/{v}, Kind={}", text(&review, "kind"));
+        let want = "admission.k8s.io/v1, Kind=AdmissionReview";
+        if got != want {
+            return Err(invalid(format!(
+                "expected webhook response of {want}, got {got}"
+            )));
+        }
+    }
+    let Some(Value::Object(response)) = review.get("response") else {
+        return Err(invalid("webhook response was absent".into()));
+    };
+    let got_uid = text(response, "uid");
+    if version == "v1" && got_uid != uid {
+        return Err(invalid(format!(
+            "expected response.uid={uid:?}, got {got_uid:?}"
+        )));
+    }
+    let patch = match response.get("patch").and_then(Value::as_str) {
+        Some(p) if !p.is_empty() => Some(
+            base64::engine::general_purpose::STANDARD
+                .decode(p)
+                .map_err(|e| invalid(e.to_string()))?,
+        ),
+        _ => None,
+    };
+    let mut patch_type = text(response, "patchType");
+    if version == "v1beta1" && patch.is_some() && patch_type.is_empty() {
+        patch_type = "JSONPatch".into();
+    }
+    if mutating {
+        match (patch_type.as_str(), patch.is_some()) {
+            ("", false) | ("JSONPatch", true) => {}
+            ("", true) => {
+                return Err(invalid(
+                    "webhook returned response.patch but not response.patchType".into(),
+                ));
+            }
+            (_, false) => {
+                return Err(invalid(
+                    "webhook returned response.patchType but not response.patch".into(),
+                ));
+            }
+            (t, true) => {
+                return Err(invalid(format!(
+                    "webhook returned invalid response.patchType of {t:?}"
+                )));
+            }
+        }
+    } else if patch.is_some() || !patch_type.is_empty() {
+        return Err(invalid(
+            "validating webhook may not return response.patch or response.patchType".into(),
+        ));
+    }
+    Ok(Verdict {
+        allowed: response.get("allowed") == Some(&Value::Bool(true)),
+        status: response
+            .get("status")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
+        patch,
+        warnings: response
+            .get("warnings")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        audit: response
+            .get("auditAnnotations")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+            .collect(),
+    })
+}
+
+/// Upstream's `ToStatusErr`: the denial as the user sees it.
+fn denial(hook: &str, status: &Map<String, Value>, call: &Call<'_>) -> ApiError {
+    let field = |k: &str| status.get(k).and_then(Value::as_str).unwrap_or("");
+    let denied = format!("admission webhook {hook:?} denied the request");
+    let message = match (field("message"), field("reason")) {
+        ("", "") => format!("{denied} without explanation"),
+        ("", reason) => format!("{denied}: {reason}"),
+        (m, _) => format!("{denied}: {m}"),
+    };
+    let code = status.get("code").and_then(Value::as_u64).unwrap_or(0);
+    match code {
+        403 => ApiError::Forbidden {
+            message,
+            resource: GroupResource::new(call.resource.group, call.resource.plural),
+            name: call.name.to_owned(),
+        },
+        c if c >= 500 => ApiError::Internal(message),
+        _ => ApiError::BadRequest(message),
+    }
+}
+
+/// Calls `hook` with `call` and returns its verdict.
+async fn call_hook(
+    storage: &Storage,
+    hook: &Hook,
+    call: &Call<'_>,
+    mutating: bool,
+    obj: Option<&Map<String, Value>>,
+    old: Option<&Map<String, Value>>,
+) -> std::result::Result<Verdict, String> {
+    let failed = |e: String| format!("failed calling webhook {:?}: {e}", hook.name);
+    let version = hook
+        .review_versions
+        .iter()
+        .find(|v| *v == "v1" || *v == "v1beta1")
+        .ok_or_else(|| failed("webhook does not accept known AdmissionReview versions".into()))?;
+    let uid = uuid::Uuid::new_v4().to_string();
+    let body = serde_json::to_vec(&review(version, &uid, call, obj, old))
+        .map_err(|e| failed(e.to_string()))?;
+    let target = client::resolve(storage, &hook.client, hook.timeout)
+        .map_err(|e| failed(format!("failed to call webhook: {e}")))?;
+    let answer = client::post(&target, body, hook.timeout, "context deadline exceeded")
+        .await
+        .map_err(|e| failed(format!("failed to call webhook: {e}")))?;
+    verdict(version, &uid, mutating, &answer).map_err(failed)
+}
+
+/// `apiserver_admission_webhook_*` for one call.
+fn observe(
+    hook: &Hook,
+    call: &Call<'_>,
+    kind: &str,
+    started: Instant,
+    rejection: Option<(&str, u16)>,
+) {
+    crate::metrics::observe_webhook(
+        &hook.name,
+        call.operation,
+        kind,
+        started.elapsed().as_secs_f64(),
+        rejection,
+    );
+}
+
+/// Runs the mutating webhooks matching `call` over `obj`.
+pub async fn mutate(
+    storage: &Storage,
+    hooks: &[Hook],
+    call: &Call<'_>,
+    mut obj: Option<&mut Map<String, Value>>,
+    old: Option<&Map<String, Value>>,
+) -> Result<()> {
+    let matched = matching(storage, hooks, call, obj.as_deref(), old)?;
+    // Upstream's reinvocation: an IfNeeded webhook called before the last change is called
+    // once more, after the first round.
+    let mut called: Vec<(usize, &Hook)> = Vec::new();
+    let mut last_change: Option<usize> = None;
+    for round in 0..2 {
+        let list: Vec<(usize, &Hook)> = if round == 0 {
+            matched.clone()
+        } else {
+            let Some(last) = last_change else { break };
+            called
+                .iter()
+                .copied()
+                .filter(|(i, h)| h.reinvoke && *i < last)
+                .collect()
+        };
+        if list.is_empty() {
+            break;
+        }
+        for (i, hook) in list {
+            let started = Instant::now();
+            let before = obj.as_deref().cloned();
+            let result = call_hook(storage, hook, call, true, obj.as_deref(), old).await;
+            let changed = match result {
+                Err(e) => {
+                    observe(
+                        hook,
+                        call,
+                        "admit",
+                        started,
+                        (!hook.ignore_failures).then_some(("calling_webhook_error", 0)),
+                    );
+                    if hook.ignore_failures {
+                        tracing::warn!(webhook = %hook.name, err = %e, "failed calling webhook, failing open");
+                        crate::admission::audit_annotation(
+                            &format!(
+                                "failed-open.mutation.webhook.admission.k8s.io/round_{round}_index_{i}"
+                            ),
+                            &hook.name,
+                        );
+                        continue;
+                    }
+                    return Err(ApiError::Internal(format!("Internal error occurred: {e}")));
+                }
+                Ok(v) if !v.allowed => {
+                    let err = denial(&hook.name, &v.status, call);
+                    observe(
+                        hook,
+                        call,
+                        "admit",
+                        started,
+                        Some(("no_error", err.code().as_u16())),
+                    );
+                    return Err(err);
+                }
+                Ok(v) => {
+                    for w in v.warnings {
+                        crate::admission::warn(w);
+                    }
+                    for (k, val) in v.audit {
+                        crate::admission::audit_annotation(&format!("{}/{k}", hook.name), &val);
+                    }
+                    if let (Some(p), Some(o)) = (v.patch, obj.as_deref_mut()) {
+                        if let Err(e) = apply_patch(o, &p) {
+                            observe(
+                                hook,
+                                call,
+                                "admit",
+                                started,
+                                Some(("apiserver_internal_error", 500)),
+                            );
+                            return Err(ApiError::Internal(format!(
+                                "Internal error occurred: {e}"
+                            )));
+                        }
+                    }
+                    observe(hook, call, "admit", started, None);
+                    obj.as_deref() != before.as_ref()
+                }
+            };
+            crate::admission::audit_annotation(
+                &format!("mutation.webhook.admission.k8s.io/round_{round}_index_{i}"),
+                &json!({ "configuration": hook.configuration, "webhook": hook.name, "mutated": changed })
+                    .to_string(),
+            );
+            if round == 0 {
+                called.push((i, hook));
+                if changed {
+                    last_change = Some(i);
+                }
+            }
+        }
+        if round == 0 && last_change.is_none() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Applies a JSON patch a webhook answered to `obj`.
+fn apply_patch(obj: &mut Map<String, Value>, patch: &[u8]) -> std::result::Result<(), String> {
+    let patch: json_patch::Patch = serde_json::from_slice(patch).map_err(|e| e.to_string())?;
+    let mut doc = Value::Object(std::mem::take(obj));
+    let applied = json_patch::patch(&mut doc, &patch).map_err(|e| e.to_string());
+    match doc {
+        Value::Object(m) => *obj = m,
+        _ => return Err("the patched object is not a JSON object".into()),
+    }
+    applied
+}
+
+/// Runs the validating webhooks matching `call`, all at once; the first refusal (in
+/// configuration order) is the answer.
+pub async fn validate(
+    storage: &Storage,
+    hooks: &[Hook],
+    call: &Call<'_>,
+    obj: Option<&Map<String, Value>>,
+    old: Option<&Map<String, Value>>,
+) -> Result<()> {
+    let matched = matching(storage, hooks, call, obj, old)?;
+    if matched.is_empty() {
+        return Ok(());
+    }
+    let calls = matched.iter().map(|(i, hook)| async move {
+        let started = Instant::now();
+        let failure = match call_hook(storage, hook, call, false, obj, old).await {
+            Err(e) => {
+                observe(hook, call, "validating", started, (!hook.ignore_failures).then_some(("calling_webhook_error", 0)));
+                if hook.ignore_failures {
+                    tracing::warn!(webhook = %hook.name, err = %e, "failed calling webhook, failing open");
+                    crate::admission::audit_annotation(
+                        &format!("failed-open.validating.webhook.admission.k8s.io/round_0_index_{i}"),
+                        &hook.name,
+                    );
+                    None
+                } else {
+                    Some(Failure::Calling(e))
+                }
+            }
+            Ok(v) => {
+                for w in &v.warnings {
+                    crate::admission::warn(w.clone());
+                }
+                for (k, val) in &v.audit {
+                    crate::admission::audit_annotation(&format!("{}/{k}", hook.name), val);
+                }
+                if v.allowed {
+                    observe(hook, call, "validating", started, None);
+                    None
+                } else {
+                    let err = denial(&hook.name, &v.status, call);
+                    observe(hook, call, "validating", started, Some(("no_error", err.code().as_u16())));
+                    Some(Failure::Refused(err))
+                }
+            }
+        };
+        failure
+    });
+    let results = futures_util::future::join_all(calls).await;
+    match results.into_iter().flatten().next() {
+        Some(Failure::Calling(e)) => {
+            Err(ApiError::Internal(format!("Internal error occurred: {e}")))
+        }
+        Some(Failure::Refused(e)) => Err(e),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pods() -> &'static ResourceInfo {
+        crate::registry::catalog::find("", "v1", "pods").unwrap()
+    }
+
+    fn call(user: &crate::pipeline::UserInfo) -> Call<'_> {
+        Call {
+            operation: "CREATE",
+            resource: pods(),
+            subresource: "",
+            namespace: "default",
+            name: "p",
+            dry_run: true,
+            user,
+        }
+    }
+
+    fn answer(v: Value) -> Vec<u8> {
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    #[test]
+    fn reviews_carry_kind_resource_user_options_and_objects() {
+        let user = crate::pipeline::UserInfo::anonymous();
+        let obj = json!({ "metadata": { "name": "p" } });
+        let r = review("v1", "u", &call(&user), obj.as_object(), None);
+        assert_eq!(r["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(
+            r["request"]["kind"],
+            json!({ "group": "", "version": "v1", "kind": "Pod" })
+        );
+        assert_eq!(r["request"]["resource"]["resource"], "pods");
+        assert_eq!(r["request"]["userInfo"]["username"], "system:anonymous");
+        assert_eq!(r["request"]["options"]["kind"], "CreateOptions");
+        assert_eq!(r["request"]["options"]["dryRun"], json!(["All"]));
+        assert_eq!(r["request"]["dryRun"], true);
+        assert_eq!(r["request"]["object"], obj);
+        assert_eq!(r["request"]["oldObject"], Value::Null);
+        assert_eq!(r["request"]["namespace"], "default");
+        let beta = review("v1beta1", "u", &call(&user), None, None);
+        assert_eq!(beta["apiVersion"], "admission.k8s.io/v1beta1");
+    }
+
+    #[test]
+    fn answers_are_verified_as_upstream() {
+        let ok = |uid: &str, extra: Value| {
+            let mut response = json!({ "uid": uid, "allowed": true });
+            if let (Some(r), Value::Object(e)) = (response.as_object_mut(), extra) {
+                r.extend(e);
+            }
+            answer(
+                json!({ "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                           "response": response }),
+            )
+        };
+        assert!(
+            verdict("v1", "u", false, &ok("u", json!({})))
+                .unwrap()
+                .allowed
+        );
+        assert_eq!(
+            verdict("v1", "u", false, &ok("x", json!({}))).unwrap_err(),
+            "received invalid webhook response: expected response.uid=\"u\", got \"x\""
+        );
+        let patch = base64::engine::general_purpose::STANDARD.encode("[]");
+        assert_eq!(
+            verdict("v1", "u", true, &ok("u", json!({ "patch": patch }))).unwrap_err(),
+            "received invalid webhook response: webhook returned response.patch but not response.patchType"
+        );
+        let typed = json!({ "patch": patch, "patchType": "JSONPatch" });
+        assert_eq!(
+            verdict("v1", "u", true, &ok("u", typed.clone()))
+                .unwrap()
+                .patch,
+            Some(b"[]".to_vec())
+        );
+        assert!(verdict("v1", "u", false, &ok("u", typed)).is_err());
+        let wrong = answer(json!({ "apiVersion": "v1", "kind": "Status" }));
+        assert_eq!(
+            verdict("v1", "u", false, &wrong).unwrap_err(),
+            "received invalid webhook response: expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got /v1, Kind=Status"
+        );
+        assert!(
+            verdict("v1", "u", false, b"garbage")
+                .unwrap_err()
+                .starts_with(
+                    "failed to call webhook: couldn't get version/kind; json parse error:"
+                )
+        );
+        // v1beta1: no kind or uid check, patchType defaults to JSONPatch.
+        let beta = answer(json!({ "response": { "allowed": true, "patch": patch,
+            "warnings": ["w"], "auditAnnotations": { "k": "v" } } }));
+        let v = verdict("v1beta1", "u", true, &beta).unwrap();
+        assert_eq!(v.warnings, ["w"]);
+        assert_eq!(v.audit, [("k".to_owned(), "v".to_owned())]);
+    }
+
+    #[test]
+    fn denials_read_as_upstream() {
+        let user = crate::pipeline::UserInfo::anonymous();
+        let c = call(&user);
+        let status = |v: Value| v.as_object().cloned().unwrap();
+        let e = denial(
+            "x.example.com",
+            &status(json!({ "code": 403, "message": "no" })),
+            &c,
+        );
+        assert_eq!(e.code(), 403);
+        assert_eq!(
+            e.to_string(),
+            "admission webhook \"x.example.com\" denied the request: no"
+        );
+        let e = denial("x.example.com", &status(json!({ "reason": "why" })), &c);
+        assert_eq!(e.code(), 400);
+        assert_eq!(
+            e.to_string(),
+            "admission webhook \"x.example.com\" denied the request: why"
+        );
+        let e = denial("x.example.com", &Map::new(), &c);
+        assert_eq!(
+            e.to_string(),
+            "admission webhook \"x.example.com\" denied the request without explanation"
+        );
+    }
+
+    #[test]
+    fn patches_apply_or_fail() {
+        let mut obj = json!({ "metadata": { "name": "p" } })
+            .as_object()
+            .cloned()
+            .unwrap();
+        apply_patch(
+            &mut obj,
+            br#"[{"op":"add","path":"/metadata/labels","value":{"a":"b"}}]"#,
+        )
+        .unwrap();
+        assert_eq!(obj["metadata"]["labels"]["a"], "b");
+        assert!(
+            apply_patch(
+                &mut obj,
+                br#"[{"op":"replace","path":"/spec/x","value":1}]"#
+            )
+            .is_err()
+        );
+        assert!(apply_patch(&mut obj, b"{}").is_err());
+        assert_eq!(obj["metadata"]["name"], "p");
+    }
+}
