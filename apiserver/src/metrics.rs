@@ -48,6 +48,24 @@ pub struct KindLabel {
     pub request_kind: String,
 }
 
+/// Labels of `apiserver_validating_admission_policy_check_total` (upstream's names).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyCheckLabels {
+    /// The ValidatingAdmissionPolicy.
+    pub policy: String,
+    /// The ValidatingAdmissionPolicyBinding.
+    pub policy_binding: String,
+    /// `no_error`, `compile_error` or `invalid_error` (a runtime or configuration error).
+    pub error_type: String,
+    /// `allow`, or the actions taken on a failure (`deny`, `warn`, `audit`).
+    pub enforcement_action: String,
+}
+
+/// `apiserver_validating_admission_policy_check_total`: counted by the admission plugin
+/// (which has no handle on [`Metrics`]), shared by every registry that renders it.
+pub static POLICY_CHECKS: std::sync::LazyLock<Family<PolicyCheckLabels, Counter>> =
+    std::sync::LazyLock::new(Family::default);
+
 /// Labels of `apiserver_admission_webhook_admission_duration_seconds`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WebhookDurationLabels {
@@ -168,6 +186,11 @@ impl Metrics {
             "apiserver_current_inqueue_requests",
             "Maximal number of queued requests in this apiserver per request kind in last second",
             inqueue.clone(),
+        );
+        registry.register(
+            "apiserver_validating_admission_policy_check",
+            "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.",
+            POLICY_CHECKS.clone(),
         );
         registry.register(
             "apiserver_admission_webhook_admission_duration_seconds",

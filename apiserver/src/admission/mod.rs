@@ -21,6 +21,7 @@ pub mod priority;
 pub mod resource_quota;
 pub mod service_account;
 pub mod taint_nodes;
+pub mod validating_policy;
 pub mod webhook;
 
 use std::collections::HashMap;
@@ -254,6 +255,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "Priority",
     "DefaultTolerationSeconds",
     "MutatingAdmissionWebhook",
+    "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
     "ResourceQuota",
 ];
@@ -270,6 +272,7 @@ pub const DEFAULT_ON: &[&str] = &[
     "Priority",
     "DefaultTolerationSeconds",
     "MutatingAdmissionWebhook",
+    "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
     "ResourceQuota",
 ];
@@ -363,6 +366,9 @@ impl Chain {
                     mutating.push(Box::new(priority::Priority));
                     validating.push(Box::new(priority::Priority));
                 }
+                "ValidatingAdmissionPolicy" => validating.push(Box::new(
+                    validating_policy::ValidatingAdmissionPolicy::default(),
+                )),
                 "DefaultTolerationSeconds" => mutating.push(Box::new(
                     default_toleration_seconds::DefaultTolerationSeconds,
                 )),
@@ -715,6 +721,7 @@ mod tests {
                 "Priority",
                 "DefaultTolerationSeconds",
                 "MutatingAdmissionWebhook",
+                "ValidatingAdmissionPolicy",
                 "ValidatingAdmissionWebhook",
                 "ResourceQuota"
             ]
@@ -736,7 +743,7 @@ mod tests {
             enable: vec![],
             disable: vec!["PodSecurity".into()],
         };
-        assert_eq!(off.enabled().unwrap().len(), 10);
+        assert_eq!(off.enabled().unwrap().len(), 11);
     }
 
     #[test]

@@ -397,8 +397,9 @@ fn invalid(path: &str, type_: &str, detail: &str) -> FieldError {
     }
 }
 
-/// cel-go's text for the runtime errors whose text rules and tests see most.
-fn go_error(e: &ExecutionError) -> String {
+/// cel-go's text for the runtime errors whose text rules and tests see most (shared with
+/// the admission policies).
+pub(crate) fn go_error(e: &ExecutionError) -> String {
     match e {
         ExecutionError::NoSuchKey(k) => format!("no such key: {k}"),
         ExecutionError::DivisionByZero(_) => "division by zero".into(),
@@ -528,6 +529,33 @@ fn to_cel(schema: &Structural, value: &Value) -> Cel {
             ))
         }
         Value::Object(m) => Cel::Map(object(schema, m).into()),
+    }
+}
+
+/// `value` converted to a CEL value without a schema, as admission policies see objects:
+/// integers are `int` (`uint` only past `i64`), other numbers `double`, property names kept
+/// as written (no escaping).
+pub(crate) fn plain_to_cel(value: &Value) -> Cel {
+    match value {
+        Value::Null => Cel::Null,
+        Value::Bool(b) => Cel::Bool(*b),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Cel::Int(i)
+            } else if let Some(u) = n.as_u64() {
+                Cel::UInt(u)
+            } else {
+                Cel::Float(n.as_f64().unwrap_or(0.0))
+            }
+        }
+        Value::String(s) => Cel::String(Arc::new(s.clone())),
+        Value::Array(a) => Cel::List(Arc::new(a.iter().map(plain_to_cel).collect())),
+        Value::Object(m) => Cel::Map(
+            m.iter()
+                .map(|(k, v)| (Key::String(Arc::new(k.clone())), plain_to_cel(v)))
+                .collect::<std::collections::HashMap<Key, Cel>>()
+                .into(),
+        ),
     }
 }
 
