@@ -137,10 +137,36 @@ pub struct SyncPoint {
 /// How long a request waits for the authorizer's state to catch up.
 const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// A decision with the error met while reaching it (upstream's third return value: an
+/// authorizer that could not decide, such as an unreachable webhook, has no opinion and an
+/// error; the request then fails with a 500 unless another authorizer allows it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evaluation {
+    /// The decision and its reason.
+    pub outcome: Outcome,
+    /// The evaluation error, if any.
+    pub error: Option<String>,
+}
+
+/// A boxed future of an [`Evaluation`].
+pub type EvaluationFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Evaluation> + Send + 'a>>;
+
 /// Decides whether a user may do what a request asks.
 pub trait Authorizer: Send + Sync {
-    /// The decision and its reason for `user` doing `info`.
+    /// The decision and its reason for `user` doing `info`, from what is known without
+    /// waiting on a remote service (a webhook authorizer answers from its cache only).
     fn decide(&self, user: &UserInfo, info: &RequestInfo) -> Outcome;
+
+    /// The decision for `user` doing `info`, remote authorizers included, with the
+    /// evaluation error if any: what requests and access reviews are answered with.
+    fn evaluate<'a>(&'a self, user: &'a UserInfo, info: &'a RequestInfo) -> EvaluationFuture<'a> {
+        let outcome = self.decide(user, info);
+        Box::pin(std::future::ready(Evaluation {
+            outcome,
+            error: None,
+        }))
+    }
 
     /// The decision for `user` doing `info`.
     fn authorize(&self, user: &UserInfo, info: &RequestInfo) -> Decision {
@@ -285,7 +311,11 @@ pub async fn impersonate(
         checks.push(impersonate_attrs("authentication.k8s.io", "uids", "", u));
     }
     for attrs in &checks {
-        if authorizer.authorize(&acting, attrs) != Decision::Allow {
+        let evaluation = authorizer.evaluate(&acting, attrs).await;
+        if evaluation.outcome.decision != Decision::Allow {
+            if let Some(err) = evaluation.error {
+                return ApiError::Internal(err).into_response();
+            }
             return forbidden(&acting, attrs).into_response();
         }
     }
@@ -335,9 +365,13 @@ pub async fn authorize(authorizer: Arc<dyn Authorizer>, req: Request, next: Next
         return ApiError::Unauthorized.into_response();
     };
     wait_sync(authorizer.as_ref()).await;
-    let outcome = authorizer.decide(user, info);
+    let Evaluation { outcome, error } = authorizer.evaluate(user, info).await;
     if let Some(audit) = req.extensions().get::<crate::audit::AuditHandle>() {
         audit.record_authorization(outcome.decision == Decision::Allow, &outcome.reason);
+    }
+    if let (Some(err), false) = (error, outcome.decision == Decision::Allow) {
+        // Upstream's WithAuthorization: an evaluation error is an internal error.
+        return ApiError::Internal(err).into_response();
     }
     match outcome.decision {
         Decision::Allow => {

@@ -40,6 +40,8 @@ pub struct ApiServerConfig {
     pub compaction_interval: std::time::Duration,
     /// Token, service-account and anonymous authentication flags.
     pub authn: crate::authn::AuthnConfig,
+    /// `--authorization-mode` and the authorization webhook flags.
+    pub authz: crate::authz::AuthzConfig,
     /// Audit policy and log flags (`--audit-policy-file`, `--audit-log-*`).
     pub audit: crate::audit::AuditConfig,
     /// `--encryption-provider-config`: the EncryptionConfiguration of values at rest.
@@ -57,6 +59,9 @@ pub enum Error {
     /// The token file or a service-account key could not be loaded.
     #[error("authentication: {0}")]
     Authn(String),
+    /// The authorization flags were refused.
+    #[error("authorization: {0}")]
+    Authz(String),
     /// A certificate or key could not be read.
     #[error("reading {path}: {reason}")]
     Pem {
@@ -466,7 +471,9 @@ pub async fn serve(
         crate::flow_control::WAIT_LIMIT,
         &metrics,
     ));
-    let authorizer = Arc::new(crate::authz::Authz::new(ctx.storage.clone()));
+    let authorizer = Arc::new(
+        crate::authz::Authz::from_config(ctx.storage.clone(), &cfg.authz).map_err(Error::Authz)?,
+    );
     let authn = crate::authn::Authenticator::new(&cfg.authn, Some(ctx.storage.clone()))
         .map_err(Error::Authn)?;
     let auditor = crate::audit::Auditor::from_config(&cfg.audit).map_err(Error::Audit)?;

@@ -288,6 +288,33 @@ struct ServerArgs {
     /// Audiences the API accepts tokens for (comma-separated; default: the issuer).
     #[arg(long, value_delimiter = ',')]
     api_audiences: Vec<String>,
+    /// Kubeconfig of a TokenReview webhook: bearer tokens the built-in authenticators do not
+    /// accept are sent to it.
+    #[arg(long)]
+    authentication_token_webhook_config_file: Option<PathBuf>,
+    /// How long the token webhook's answers are cached.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    authentication_token_webhook_cache_ttl: Duration,
+    /// TokenReview version sent to the token webhook (v1 or v1beta1).
+    #[arg(long, default_value = "v1")]
+    authentication_token_webhook_version: String,
+    /// Authorizers, in order (comma-separated: Node, RBAC, Webhook, AlwaysAllow,
+    /// AlwaysDeny); default Node,RBAC as kubeadm sets it (upstream's own default is
+    /// AlwaysAllow). `system:masters` is always allowed first.
+    #[arg(long, value_delimiter = ',')]
+    authorization_mode: Vec<String>,
+    /// Kubeconfig of the SubjectAccessReview webhook of `--authorization-mode=…,Webhook`.
+    #[arg(long)]
+    authorization_webhook_config_file: Option<PathBuf>,
+    /// SubjectAccessReview version sent to the authorization webhook (v1 or v1beta1).
+    #[arg(long, default_value = "v1")]
+    authorization_webhook_version: String,
+    /// How long the authorization webhook's allowed answers are cached.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    authorization_webhook_cache_authorized_ttl: Duration,
+    /// How long the authorization webhook's other answers are cached.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    authorization_webhook_cache_unauthorized_ttl: Duration,
     /// Admission plugins to enable besides the defaults (comma-separated, upstream's names).
     #[arg(long, value_delimiter = ',')]
     enable_admission_plugins: Vec<String>,
@@ -603,6 +630,24 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
             },
             service_account_issuer: args.service_account_issuer,
             api_audiences: args.api_audiences,
+            token_webhook: args
+                .authentication_token_webhook_config_file
+                .map(
+                    |config_file| apiserver::authn::webhook::TokenWebhookConfig {
+                        config_file,
+                        version: args.authentication_token_webhook_version,
+                        cache_ttl: args.authentication_token_webhook_cache_ttl,
+                    },
+                ),
+        },
+        authz: apiserver::authz::AuthzConfig {
+            modes: args.authorization_mode,
+            webhook_config_file: args.authorization_webhook_config_file,
+            webhook: apiserver::authz::webhook::WebhookOptions {
+                version: args.authorization_webhook_version,
+                authorized_ttl: args.authorization_webhook_cache_authorized_ttl,
+                unauthorized_ttl: args.authorization_webhook_cache_unauthorized_ttl,
+            },
         },
         audit: apiserver::audit::AuditConfig {
             policy_file: args.audit_policy_file,

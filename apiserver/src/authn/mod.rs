@@ -10,6 +10,7 @@
 
 pub mod jwt;
 pub mod token_file;
+pub mod webhook;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -45,6 +46,8 @@ pub struct AuthnConfig {
     pub service_account_issuer: String,
     /// `--api-audiences` (default: the issuer).
     pub api_audiences: Vec<String>,
+    /// `--authentication-token-webhook-*`: tokens nothing else accepts go to this webhook.
+    pub token_webhook: Option<webhook::TokenWebhookConfig>,
 }
 
 impl Default for AuthnConfig {
@@ -56,6 +59,7 @@ impl Default for AuthnConfig {
             service_account_key_files: Vec::new(),
             service_account_issuer: DEFAULT_ISSUER.into(),
             api_audiences: Vec::new(),
+            token_webhook: None,
         }
     }
 }
@@ -70,6 +74,7 @@ pub struct Authenticator {
     audiences: Vec<String>,
     storage: Option<Storage>,
     verified: Verified,
+    webhook: Option<webhook::TokenWebhook>,
 }
 
 /// Claims of tokens whose signature was already checked, for [`VERIFIED_TTL`]: a signature
@@ -173,6 +178,11 @@ impl Authenticator {
             audiences,
             storage,
             verified: Verified::default(),
+            webhook: cfg
+                .token_webhook
+                .as_ref()
+                .map(webhook::TokenWebhook::new)
+                .transpose()?,
         })
     }
 
@@ -219,10 +229,27 @@ impl Authenticator {
                 audiences: audiences.to_vec(),
             });
         }
+        let mut refused = "invalid bearer token".to_owned();
         if jwt::looks_like_jwt(token) && !self.keys.is_empty() {
-            return self.service_account(token, audiences).await;
+            match self.service_account(token, audiences).await {
+                Ok(user) => return Ok(user),
+                Err(err) if self.webhook.is_none() => return Err(err),
+                Err(err) => refused = err,
+            }
         }
-        Err("invalid bearer token".into())
+        if let Some(hook) = &self.webhook {
+            return match hook.authenticate(token, audiences).await {
+                Ok((user, audiences)) => Ok(TokenUser {
+                    user: add_authenticated(user),
+                    audiences,
+                }),
+                Err(err) => {
+                    tracing::debug!(%err, "token webhook refused a token");
+                    Err(format!("{refused}, {err}"))
+                }
+            };
+        }
+        Err(refused)
     }
 
     async fn service_account(

@@ -1,21 +1,31 @@
-//! Authorization as kube-apiserver does it with `--authorization-mode=Node,RBAC` (as
-//! kubeadm sets it up): the `system:masters` superuser short-circuit, then the node
-//! authorizer for kubelet identities ([`node`]), then RBAC over an in-memory index of the
-//! store's roles and bindings ([`index`]), then the public health and version paths (what
-//! upstream's `system:public-info-viewer` binding grants everyone, kept even before the
-//! bootstrap policy exists). [`bootstrap`] reconciles upstream's default policy into the
-//! store at start-up; [`escalation`] refuses role and binding writes that grant more than
-//! the writer holds.
+//! Authorization as kube-apiserver does it with `--authorization-mode`: the `system:masters`
+//! superuser short-circuit (always first, as upstream's privileged-group authorizer), then the
+//! configured modes in order — `Node` (the node authorizer for kubelet identities, [`node`]),
+//! `RBAC` (an in-memory index of the store's roles and bindings, [`index`], plus the public
+//! health and version paths that upstream's `system:public-info-viewer` binding grants
+//! everyone, kept even before the bootstrap policy exists), `Webhook` (a remote
+//! SubjectAccessReview service, [`webhook`] over [`client`]), `AlwaysAllow`, `AlwaysDeny`. The
+//! first authorizer that allows or denies decides; when none does, the request is refused
+//! with every reason (and fails with a 500 when an authorizer met an error). Without the
+//! flag the chain is `Node,RBAC`, as kubeadm sets it up (upstream's own default,
+//! `AlwaysAllow`, is not kept). [`bootstrap`] reconciles upstream's default policy into the
+//! store at start-up; [`escalation`] refuses role and binding writes that grant more than the
+//! writer holds.
 
 pub mod bootstrap;
+pub mod client;
 pub mod escalation;
 pub mod index;
 pub mod node;
 pub mod rbac;
+pub mod webhook;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::pipeline::{self, Authorizer, Decision, Outcome, Rules, SyncPoint, UserInfo};
+use crate::pipeline::{
+    self, Authorizer, Decision, Evaluation, EvaluationFuture, Outcome, Rules, SyncPoint, UserInfo,
+};
 use crate::request_info::RequestInfo;
 use crate::storage::Storage;
 use index::Index;
@@ -29,10 +39,78 @@ pub fn is_superuser(user: &UserInfo) -> bool {
     user.groups.iter().any(|g| g == MASTERS)
 }
 
-/// The server's authorizer chain: superuser → Node → RBAC → public paths.
+/// Authorization flags of `capstan server`, named after kube-apiserver's.
+#[derive(Debug, Clone, Default)]
+pub struct AuthzConfig {
+    /// `--authorization-mode`, in order (empty: `Node,RBAC`).
+    pub modes: Vec<String>,
+    /// `--authorization-webhook-config-file`: the kubeconfig of the `Webhook` mode's service.
+    pub webhook_config_file: Option<PathBuf>,
+    /// `--authorization-webhook-version` and the cache TTLs.
+    pub webhook: webhook::WebhookOptions,
+}
+
+/// One authorizer of the chain.
+enum Step {
+    Node,
+    Rbac,
+    Webhook(Box<webhook::WebhookAuthorizer>),
+    AlwaysAllow,
+    AlwaysDeny,
+}
+
+/// The chain `modes` names (upstream's checks and messages).
+fn steps(cfg: &AuthzConfig) -> Result<Vec<Step>, String> {
+    let default = ["Node".to_owned(), "RBAC".to_owned()];
+    let modes = if cfg.modes.is_empty() {
+        &default[..]
+    } else {
+        &cfg.modes[..]
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut steps = Vec::new();
+    for mode in modes {
+        let mode = mode.trim();
+        if !seen.insert(mode) {
+            return Err(format!(
+                "authorization-mode {mode:?} has mode specified more than once"
+            ));
+        }
+        steps.push(match mode {
+            "Node" => Step::Node,
+            "RBAC" => Step::Rbac,
+            "AlwaysAllow" => Step::AlwaysAllow,
+            "AlwaysDeny" => Step::AlwaysDeny,
+            "Webhook" => {
+                let path = cfg.webhook_config_file.as_ref().ok_or(
+                    "authorization-mode Webhook's authorization config file not passed",
+                )?;
+                let client = client::WebhookClient::from_kubeconfig(path)?;
+                Step::Webhook(Box::new(webhook::WebhookAuthorizer::new(
+                    client,
+                    cfg.webhook.clone(),
+                )?))
+            }
+            other => {
+                return Err(format!(
+                    "authorization-mode {other:?} is not a valid mode (Node, RBAC, Webhook, AlwaysAllow, AlwaysDeny)"
+                ));
+            }
+        });
+    }
+    if cfg.webhook_config_file.is_some() && !seen.contains("Webhook") {
+        return Err(
+            "cannot specify --authorization-webhook-config-file without mode Webhook".into(),
+        );
+    }
+    Ok(steps)
+}
+
+/// The server's authorizer chain: superuser, then the configured modes.
 pub struct Authz {
     index: Arc<Index>,
     node: node::NodeAuthorizer,
+    steps: Vec<Step>,
     storage: Option<Storage>,
     /// The revision both the RBAC index and the node graph have reached.
     applied: tokio::sync::watch::Receiver<i64>,
@@ -69,9 +147,20 @@ impl Authz {
         Authz {
             index,
             node: node::NodeAuthorizer::new(graph),
+            steps: vec![Step::Node, Step::Rbac],
             storage: Some(storage),
             applied,
         }
+    }
+
+    /// The chain `cfg` configures (`--authorization-mode` and the webhook flags), or why
+    /// the flags are refused.
+    pub fn from_config(storage: Storage, cfg: &AuthzConfig) -> Result<Authz, String> {
+        let steps = steps(cfg)?;
+        Ok(Authz {
+            steps,
+            ..Authz::new(storage)
+        })
     }
 
     /// The chain over a fixed index and an empty node graph (tests).
@@ -80,6 +169,7 @@ impl Authz {
         Authz {
             index,
             node: node::NodeAuthorizer::new(node::Graph::empty()),
+            steps: vec![Step::Node, Step::Rbac],
             storage: None,
             applied,
         }
@@ -95,76 +185,177 @@ fn join_reasons(a: &str, b: &str) -> String {
     }
 }
 
+/// Rules granting everything (superusers, `AlwaysAllow`).
+fn all_rules() -> Vec<PolicyRule> {
+    let all = vec!["*".to_owned()];
+    vec![
+        PolicyRule {
+            verbs: all.clone(),
+            api_groups: all.clone(),
+            resources: all.clone(),
+            ..PolicyRule::default()
+        },
+        PolicyRule {
+            verbs: all.clone(),
+            non_resource_urls: all,
+            ..PolicyRule::default()
+        },
+    ]
+}
+
+fn allow(reason: String) -> Outcome {
+    Outcome {
+        decision: Decision::Allow,
+        reason,
+    }
+}
+
+fn no_opinion(reason: String) -> Outcome {
+    Outcome {
+        decision: Decision::NoOpinion,
+        reason,
+    }
+}
+
+/// Upstream's aggregate of several errors: one alone, else `[a, b]`.
+fn aggregate(errors: &[String]) -> Option<String> {
+    match errors {
+        [] => None,
+        [one] => Some(one.clone()),
+        many => Some(format!("[{}]", many.join(", "))),
+    }
+}
+
+/// Upstream's union: the first decision wins; else no opinion with every reason and error.
+#[derive(Default)]
+struct Union {
+    reasons: String,
+    errors: Vec<String>,
+}
+
+impl Union {
+    /// Records one authorizer's answer; the final evaluation when it decided.
+    fn step(&mut self, outcome: Outcome, error: Option<String>) -> Option<Evaluation> {
+        if outcome.decision != Decision::NoOpinion {
+            return Some(Evaluation { outcome, error });
+        }
+        self.reasons = join_reasons(&self.reasons, &outcome.reason);
+        self.errors.extend(error);
+        None
+    }
+
+    fn finish(self) -> Evaluation {
+        Evaluation {
+            error: aggregate(&self.errors),
+            outcome: no_opinion(self.reasons),
+        }
+    }
+}
+
+impl Authz {
+    /// The answer of a local (non-webhook) step.
+    fn local(&self, step: &Step, user: &UserInfo, info: &RequestInfo) -> Outcome {
+        match step {
+            Step::Node => self
+                .node
+                .decide(user, info)
+                .unwrap_or_else(|| no_opinion(String::new())),
+            Step::Rbac => {
+                let verdict = self.index.policy().authorize(user, info);
+                if verdict.allowed
+                    || (!info.is_resource && info.verb == "get" && pipeline::is_public(&info.path))
+                {
+                    allow(if verdict.allowed {
+                        verdict.reason
+                    } else {
+                        String::new()
+                    })
+                } else {
+                    no_opinion(verdict.reason)
+                }
+            }
+            Step::AlwaysAllow => allow(String::new()),
+            // Upstream's AlwaysDeny has no opinion: a later authorizer may still allow.
+            Step::AlwaysDeny => no_opinion("Everything is forbidden.".into()),
+            Step::Webhook(hook) => hook
+                .cached(user, info)
+                .unwrap_or_else(|| no_opinion(String::new())),
+        }
+    }
+}
+
 impl Authorizer for Authz {
     fn decide(&self, user: &UserInfo, info: &RequestInfo) -> Outcome {
         if is_superuser(user) {
-            return Outcome {
-                decision: Decision::Allow,
-                reason: String::new(),
-            };
+            return allow(String::new());
         }
-        let node = self.node.decide(user, info);
-        if let Some(outcome) = node.as_ref().filter(|o| o.decision != Decision::NoOpinion) {
-            return outcome.clone();
+        let mut union = Union::default();
+        for step in &self.steps {
+            if let Some(done) = union.step(self.local(step, user, info), None) {
+                return done.outcome;
+            }
         }
-        let node_reason = node.map(|o| o.reason).unwrap_or_default();
-        let verdict = self.index.policy().authorize(user, info);
-        if verdict.allowed {
-            return Outcome {
-                decision: Decision::Allow,
-                reason: verdict.reason,
-            };
-        }
-        let verdict = rbac::Verdict {
-            reason: join_reasons(&node_reason, &verdict.reason),
-            ..verdict
-        };
-        if !info.is_resource && info.verb == "get" && pipeline::is_public(&info.path) {
-            return Outcome {
-                decision: Decision::Allow,
-                reason: String::new(),
-            };
-        }
-        Outcome {
-            decision: Decision::NoOpinion,
-            reason: verdict.reason,
-        }
+        union.finish().outcome
+    }
+
+    fn evaluate<'a>(&'a self, user: &'a UserInfo, info: &'a RequestInfo) -> EvaluationFuture<'a> {
+        Box::pin(async move {
+            if is_superuser(user) {
+                return Evaluation {
+                    outcome: allow(String::new()),
+                    error: None,
+                };
+            }
+            let mut union = Union::default();
+            for step in &self.steps {
+                let (outcome, error) = match step {
+                    Step::Webhook(hook) => match hook.decide(user, info).await {
+                        Ok(outcome) => (outcome, None),
+                        Err(err) => {
+                            tracing::warn!(%err, "authorization webhook failed");
+                            (no_opinion(String::new()), Some(err))
+                        }
+                    },
+                    local => (self.local(local, user, info), None),
+                };
+                if let Some(done) = union.step(outcome, error) {
+                    return done;
+                }
+            }
+            union.finish()
+        })
     }
 
     fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
         if is_superuser(user) {
-            let all = vec!["*".to_owned()];
             return Rules {
-                rules: vec![
-                    PolicyRule {
-                        verbs: all.clone(),
-                        api_groups: all.clone(),
-                        resources: all.clone(),
-                        ..PolicyRule::default()
-                    },
-                    PolicyRule {
-                        verbs: all.clone(),
-                        non_resource_urls: all,
-                        ..PolicyRule::default()
-                    },
-                ],
+                rules: all_rules(),
                 ..Rules::default()
             };
         }
-        let (rules, mut errors) = self.index.policy().rules_for(user, namespace);
-        // Upstream's node authorizer cannot list what a node may do.
-        let is_node = node::node_identity(user).is_some();
-        if is_node {
-            errors.insert(
-                0,
-                "node authorizer does not support user rule resolution".into(),
-            );
+        let mut all = Rules::default();
+        for step in &self.steps {
+            match step {
+                // Upstream's node authorizer cannot list what a node may do.
+                Step::Node if node::node_identity(user).is_some() => {
+                    all.incomplete = true;
+                    all.errors
+                        .push("node authorizer does not support user rule resolution".into());
+                }
+                Step::Node | Step::AlwaysDeny => {}
+                Step::Rbac => {
+                    let (rules, errors) = self.index.policy().rules_for(user, namespace);
+                    all.rules.extend(rules);
+                    all.errors.extend(errors);
+                }
+                Step::Webhook(_) => {
+                    all.incomplete = true;
+                    all.errors.push(webhook::NO_RULES.into());
+                }
+                Step::AlwaysAllow => all.rules.extend(all_rules()),
+            }
         }
-        Rules {
-            rules,
-            incomplete: is_node,
-            errors,
-        }
+        all
     }
 
     fn role_ref_rules(

@@ -75,14 +75,18 @@ fn attributes(spec: &Value) -> Result<RequestInfo> {
     ))
 }
 
-fn access_status(handle: &AuthorizerHandle, user: &UserInfo, attrs: &RequestInfo) -> Value {
-    let outcome = handle.0.decide(user, attrs);
+async fn access_status(handle: &AuthorizerHandle, user: &UserInfo, attrs: &RequestInfo) -> Value {
+    let evaluation = handle.0.evaluate(user, attrs).await;
+    let outcome = evaluation.outcome;
     let mut status = json!({ "allowed": outcome.decision == Decision::Allow });
     if outcome.decision == Decision::Deny {
         status["denied"] = json!(true);
     }
     if !outcome.reason.is_empty() {
         status["reason"] = json!(outcome.reason);
+    }
+    if let Some(err) = evaluation.error {
+        status["evaluationError"] = json!(err);
     }
     status
 }
@@ -194,8 +198,10 @@ pub(super) async fn create(
     object::check_type(&mut obj, r)?;
     let spec = obj.get("spec").cloned().unwrap_or_else(|| json!({}));
     let status = match r.kind {
-        "SelfSubjectAccessReview" => access_status(&handle, &user, &attributes(&spec)?),
-        "SubjectAccessReview" => access_status(&handle, &subject(&spec)?, &attributes(&spec)?),
+        "SelfSubjectAccessReview" => access_status(&handle, &user, &attributes(&spec)?).await,
+        "SubjectAccessReview" => {
+            access_status(&handle, &subject(&spec)?, &attributes(&spec)?).await
+        }
         "LocalSubjectAccessReview" => {
             let attrs = attributes(&spec)?;
             if attrs.is_resource && attrs.namespace != info.namespace {
@@ -204,7 +210,7 @@ pub(super) async fn create(
                     info.namespace
                 )));
             }
-            access_status(&handle, &subject(&spec)?, &attrs)
+            access_status(&handle, &subject(&spec)?, &attrs).await
         }
         "SelfSubjectRulesReview" => rules_status(&handle, &user, &str_of(&spec, "namespace")),
         "SelfSubjectReview" => json!({"userInfo": user_info(&user)}),
