@@ -300,14 +300,16 @@ fn transport_error(host: &str, port: u16, e: &std::io::Error) -> String {
 
 type Sender = hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>;
 
+/// Host, port, server name and caBundle of a kept connection.
+type PoolKey = (String, u16, String, String);
+
 /// Idle connections by endpoint, server name and caBundle.
-fn pool() -> &'static Mutex<HashMap<(String, u16, String, String), Vec<Sender>>> {
-    static POOL: OnceLock<Mutex<HashMap<(String, u16, String, String), Vec<Sender>>>> =
-        OnceLock::new();
+fn pool() -> &'static Mutex<HashMap<PoolKey, Vec<Sender>>> {
+    static POOL: OnceLock<Mutex<HashMap<PoolKey, Vec<Sender>>>> = OnceLock::new();
     POOL.get_or_init(Default::default)
 }
 
-fn pool_key(target: &Target) -> (String, u16, String, String) {
+fn pool_key(target: &Target) -> PoolKey {
     (
         target.host.clone(),
         target.port,

@@ -217,13 +217,16 @@ pub fn exempt(group: &str, resource: &str) -> bool {
         )
 }
 
+/// The keys and revisions of the stored configurations, and their webhooks.
+type Memo = (Vec<(Vec<u8>, i64)>, Arc<Vec<Hook>>);
+
 /// The parsed webhooks of one configuration kind, following the stored configurations:
 /// re-parsed whenever a key or revision changed (a check per request that costs one local
 /// range read; nothing when none are stored).
 pub struct Configurations {
     plural: &'static str,
     mutating: bool,
-    memo: Mutex<(Vec<(Vec<u8>, i64)>, Arc<Vec<Hook>>)>,
+    memo: Mutex<Memo>,
 }
 
 impl Configurations {
@@ -291,7 +294,7 @@ mod tests {
         }
     }
 
-    fn hook(rules: Value) -> Hook {
+    fn hook(rules: &Value) -> Hook {
         let cfg = json!({ "metadata": { "name": "c" }, "webhooks": [
             { "name": "h.example.com", "rules": rules, "sideEffects": "None",
               "admissionReviewVersions": ["v1"], "clientConfig": { "url": "https://x/" } }
@@ -301,20 +304,20 @@ mod tests {
 
     #[test]
     fn rules_match_operations_resources_subresources_and_scope() {
-        let h = hook(json!([{ "operations": ["CREATE"], "apiGroups": [""],
+        let h = hook(&json!([{ "operations": ["CREATE"], "apiGroups": [""],
             "apiVersions": ["v1"], "resources": ["pods"] }]));
         assert!(h.rules_match(&target("CREATE", "pods", "", "default")));
         assert!(!h.rules_match(&target("UPDATE", "pods", "", "default")));
         assert!(!h.rules_match(&target("CREATE", "pods", "status", "default")));
-        let h = hook(json!([{ "operations": ["*"], "apiGroups": ["*"],
+        let h = hook(&json!([{ "operations": ["*"], "apiGroups": ["*"],
             "apiVersions": ["*"], "resources": ["pods/status"], "scope": "Namespaced" }]));
         assert!(h.rules_match(&target("UPDATE", "pods", "status", "default")));
         assert!(!h.rules_match(&target("UPDATE", "pods", "", "default")));
         assert!(!h.rules_match(&target("UPDATE", "pods", "status", "")));
-        let h = hook(json!([{ "operations": ["CONNECT"], "apiGroups": [""],
+        let h = hook(&json!([{ "operations": ["CONNECT"], "apiGroups": [""],
             "apiVersions": ["v1"], "resources": ["*/*"] }]));
         assert!(h.rules_match(&target("CONNECT", "pods", "exec", "default")));
-        let h = hook(json!([{ "operations": ["*"], "apiGroups": [""],
+        let h = hook(&json!([{ "operations": ["*"], "apiGroups": [""],
             "apiVersions": ["v1"], "resources": ["*"], "scope": "Cluster" }]));
         assert!(h.rules_match(&target("CREATE", "nodes", "", "")));
         assert!(!h.rules_match(&target("CREATE", "nodes", "status", "")));
@@ -323,7 +326,7 @@ mod tests {
 
     #[test]
     fn match_policy_equivalent_ignores_the_version_exact_does_not() {
-        let mut h = hook(json!([{ "operations": ["*"], "apiGroups": [""],
+        let mut h = hook(&json!([{ "operations": ["*"], "apiGroups": [""],
             "apiVersions": ["v2"], "resources": ["pods"] }]));
         assert!(h.rules_match(&target("CREATE", "pods", "", "default")));
         h.exact = true;
@@ -332,7 +335,7 @@ mod tests {
 
     #[test]
     fn defaults_are_upstreams() {
-        let h = hook(json!([]));
+        let h = hook(&json!([]));
         assert!(!h.ignore_failures && !h.exact && !h.reinvoke);
         assert_eq!(h.timeout, Duration::from_secs(10));
         assert!(h.dry_run_safe);

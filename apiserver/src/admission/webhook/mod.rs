@@ -451,13 +451,11 @@ pub async fn mutate(
                         (!hook.ignore_failures).then_some(("calling_webhook_error", 0)),
                     );
                     if hook.ignore_failures {
-                        tracing::warn!(webhook = %hook.name, err = %e, "failed calling webhook, failing open");
-                        crate::admission::audit_annotation(
-                            &format!(
-                                "failed-open.mutation.webhook.admission.k8s.io/round_{round}_index_{i}"
-                            ),
-                            &hook.name,
-                        );
+                        let name = &hook.name;
+                        tracing::warn!(webhook = %name, err = %e, "failed calling webhook, failing open");
+                        let key = "failed-open.mutation.webhook.admission.k8s.io";
+                        let key = format!("{key}/round_{round}_index_{i}");
+                        crate::admission::audit_annotation(&key, name);
                         continue;
                     }
                     return Err(ApiError::Internal(format!("Internal error occurred: {e}")));
@@ -480,28 +478,25 @@ pub async fn mutate(
                     for (k, val) in v.audit {
                         crate::admission::audit_annotation(&format!("{}/{k}", hook.name), &val);
                     }
-                    if let (Some(p), Some(o)) = (v.patch, obj.as_deref_mut()) {
-                        if let Err(e) = apply_patch(o, &p) {
-                            observe(
-                                hook,
-                                call,
-                                "admit",
-                                started,
-                                Some(("apiserver_internal_error", 500)),
-                            );
-                            return Err(ApiError::Internal(format!(
-                                "Internal error occurred: {e}"
-                            )));
-                        }
+                    if let (Some(p), Some(o)) = (v.patch, obj.as_deref_mut())
+                        && let Err(e) = apply_patch(o, &p)
+                    {
+                        let internal = Some(("apiserver_internal_error", 500));
+                        observe(hook, call, "admit", started, internal);
+                        return Err(ApiError::Internal(format!("Internal error occurred: {e}")));
                     }
                     observe(hook, call, "admit", started, None);
                     obj.as_deref() != before.as_ref()
                 }
             };
+            let annotation = json!({
+                "configuration": hook.configuration,
+                "webhook": hook.name,
+                "mutated": changed,
+            });
             crate::admission::audit_annotation(
                 &format!("mutation.webhook.admission.k8s.io/round_{round}_index_{i}"),
-                &json!({ "configuration": hook.configuration, "webhook": hook.name, "mutated": changed })
-                    .to_string(),
+                &annotation.to_string(),
             );
             if round == 0 {
                 called.push((i, hook));
@@ -542,41 +537,9 @@ pub async fn validate(
     if matched.is_empty() {
         return Ok(());
     }
-    let calls = matched.iter().map(|(i, hook)| async move {
-        let started = Instant::now();
-        let failure = match call_hook(storage, hook, call, false, obj, old).await {
-            Err(e) => {
-                observe(hook, call, "validating", started, (!hook.ignore_failures).then_some(("calling_webhook_error", 0)));
-                if hook.ignore_failures {
-                    tracing::warn!(webhook = %hook.name, err = %e, "failed calling webhook, failing open");
-                    crate::admission::audit_annotation(
-                        &format!("failed-open.validating.webhook.admission.k8s.io/round_0_index_{i}"),
-                        &hook.name,
-                    );
-                    None
-                } else {
-                    Some(Failure::Calling(e))
-                }
-            }
-            Ok(v) => {
-                for w in &v.warnings {
-                    crate::admission::warn(w.clone());
-                }
-                for (k, val) in &v.audit {
-                    crate::admission::audit_annotation(&format!("{}/{k}", hook.name), val);
-                }
-                if v.allowed {
-                    observe(hook, call, "validating", started, None);
-                    None
-                } else {
-                    let err = denial(&hook.name, &v.status, call);
-                    observe(hook, call, "validating", started, Some(("no_error", err.code().as_u16())));
-                    Some(Failure::Refused(err))
-                }
-            }
-        };
-        failure
-    });
+    let calls = matched
+        .iter()
+        .map(|(i, hook)| validate_one(storage, *i, hook, call, obj, old));
     let results = futures_util::future::join_all(calls).await;
     match results.into_iter().flatten().next() {
         Some(Failure::Calling(e)) => {
@@ -584,6 +547,49 @@ pub async fn validate(
         }
         Some(Failure::Refused(e)) => Err(e),
         None => Ok(()),
+    }
+}
+
+/// Calls one validating webhook: `None` when it lets the request through.
+async fn validate_one(
+    storage: &Storage,
+    i: usize,
+    hook: &Hook,
+    call: &Call<'_>,
+    obj: Option<&Map<String, Value>>,
+    old: Option<&Map<String, Value>>,
+) -> Option<Failure> {
+    let started = Instant::now();
+    match call_hook(storage, hook, call, false, obj, old).await {
+        Err(e) => {
+            let calling = (!hook.ignore_failures).then_some(("calling_webhook_error", 0));
+            observe(hook, call, "validating", started, calling);
+            if !hook.ignore_failures {
+                return Some(Failure::Calling(e));
+            }
+            tracing::warn!(webhook = %hook.name, err = %e, "failed calling webhook, failing open");
+            crate::admission::audit_annotation(
+                &format!("failed-open.validating.webhook.admission.k8s.io/round_0_index_{i}"),
+                &hook.name,
+            );
+            None
+        }
+        Ok(v) => {
+            for w in &v.warnings {
+                crate::admission::warn(w.clone());
+            }
+            for (k, val) in &v.audit {
+                crate::admission::audit_annotation(&format!("{}/{k}", hook.name), val);
+            }
+            if v.allowed {
+                observe(hook, call, "validating", started, None);
+                return None;
+            }
+            let err = denial(&hook.name, &v.status, call);
+            let code = err.code().as_u16();
+            observe(hook, call, "validating", started, Some(("no_error", code)));
+            Some(Failure::Refused(err))
+        }
     }
 }
 
@@ -607,8 +613,8 @@ mod tests {
         }
     }
 
-    fn answer(v: Value) -> Vec<u8> {
-        serde_json::to_vec(&v).unwrap()
+    fn answer(v: &Value) -> Vec<u8> {
+        serde_json::to_vec(v).unwrap()
     }
 
     #[test]
@@ -641,8 +647,8 @@ mod tests {
                 r.extend(e);
             }
             answer(
-                json!({ "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                           "response": response }),
+                &json!({ "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                            "response": response }),
             )
         };
         assert!(
@@ -667,7 +673,7 @@ mod tests {
             Some(b"[]".to_vec())
         );
         assert!(verdict("v1", "u", false, &ok("u", typed)).is_err());
-        let wrong = answer(json!({ "apiVersion": "v1", "kind": "Status" }));
+        let wrong = answer(&json!({ "apiVersion": "v1", "kind": "Status" }));
         assert_eq!(
             verdict("v1", "u", false, &wrong).unwrap_err(),
             "received invalid webhook response: expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got /v1, Kind=Status"
@@ -680,7 +686,7 @@ mod tests {
                 )
         );
         // v1beta1: no kind or uid check, patchType defaults to JSONPatch.
-        let beta = answer(json!({ "response": { "allowed": true, "patch": patch,
+        let beta = answer(&json!({ "response": { "allowed": true, "patch": patch,
             "warnings": ["w"], "auditAnnotations": { "k": "v" } } }));
         let v = verdict("v1beta1", "u", true, &beta).unwrap();
         assert_eq!(v.warnings, ["w"]);
