@@ -306,15 +306,21 @@ struct ServerArgs {
     /// Kubeconfig of the SubjectAccessReview webhook of `--authorization-mode=…,Webhook`.
     #[arg(long)]
     authorization_webhook_config_file: Option<PathBuf>,
-    /// SubjectAccessReview version sent to the authorization webhook (v1 or v1beta1).
-    #[arg(long, default_value = "v1")]
-    authorization_webhook_version: String,
-    /// How long the authorization webhook's allowed answers are cached.
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
-    authorization_webhook_cache_authorized_ttl: Duration,
-    /// How long the authorization webhook's other answers are cached.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    authorization_webhook_cache_unauthorized_ttl: Duration,
+    /// SubjectAccessReview version sent to the authorization webhook (v1 or v1beta1;
+    /// default v1).
+    #[arg(long)]
+    authorization_webhook_version: Option<String>,
+    /// How long the authorization webhook's allowed answers are cached (default 5m).
+    #[arg(long, value_parser = parse_duration)]
+    authorization_webhook_cache_authorized_ttl: Option<Duration>,
+    /// How long the authorization webhook's other answers are cached (default 30s).
+    #[arg(long, value_parser = parse_duration)]
+    authorization_webhook_cache_unauthorized_ttl: Option<Duration>,
+    /// AuthorizationConfiguration file (apiserver.config.k8s.io/v1 or v1beta1): the
+    /// authorizer chain, several webhooks with matchConditions and failure policies;
+    /// excludes --authorization-mode and --authorization-webhook-*.
+    #[arg(long)]
+    authorization_config: Option<PathBuf>,
     /// Admission plugins to enable besides the defaults (comma-separated, upstream's names).
     #[arg(long, value_delimiter = ',')]
     enable_admission_plugins: Vec<String>,
@@ -640,14 +646,29 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
                     },
                 ),
         },
-        authz: apiserver::authz::AuthzConfig {
-            modes: args.authorization_mode,
-            webhook_config_file: args.authorization_webhook_config_file,
-            webhook: apiserver::authz::webhook::WebhookOptions {
-                version: args.authorization_webhook_version,
-                authorized_ttl: args.authorization_webhook_cache_authorized_ttl,
-                unauthorized_ttl: args.authorization_webhook_cache_unauthorized_ttl,
-            },
+        authz: {
+            let defaults = apiserver::authz::webhook::WebhookOptions::default();
+            let webhook_flags_set = args.authorization_webhook_version.is_some()
+                || args.authorization_webhook_cache_authorized_ttl.is_some()
+                || args.authorization_webhook_cache_unauthorized_ttl.is_some();
+            apiserver::authz::AuthzConfig {
+                modes: args.authorization_mode,
+                webhook_config_file: args.authorization_webhook_config_file,
+                webhook: apiserver::authz::webhook::WebhookOptions {
+                    version: args
+                        .authorization_webhook_version
+                        .unwrap_or(defaults.version.clone()),
+                    authorized_ttl: args
+                        .authorization_webhook_cache_authorized_ttl
+                        .unwrap_or(defaults.authorized_ttl),
+                    unauthorized_ttl: args
+                        .authorization_webhook_cache_unauthorized_ttl
+                        .unwrap_or(defaults.unauthorized_ttl),
+                    ..defaults
+                },
+                webhook_flags_set,
+                authorization_config: args.authorization_config,
+            }
         },
         audit: apiserver::audit::AuditConfig {
             policy_file: args.audit_policy_file,

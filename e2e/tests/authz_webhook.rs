@@ -3,8 +3,9 @@
 //! SubjectAccessReview webhook written here (hyper + rustls, serving the cluster's own
 //! apiserver certificate, trusted through the cluster CA in the webhook kubeconfig) that
 //! allows one user what RBAC does not; its answers cached; the webhook down; a TokenReview
-//! webhook authenticating a bearer token; `RBAC,AlwaysAllow`; `AlwaysDeny` alone; refused
-//! flags.
+//! webhook authenticating a bearer token; `RBAC,AlwaysAllow`; `AlwaysDeny` alone; the
+//! structured `--authorization-config` with several webhooks, `matchConditions` and failure
+//! policies; refused flags.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -102,12 +103,16 @@ fn tls(pki: &Path) -> tokio_rustls::TlsAcceptor {
     tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
-/// The webhook's policy. SubjectAccessReview: `jane` may do anything to configmaps,
+/// The webhook's policy. At `/guard`: every SubjectAccessReview is denied. Elsewhere:
+/// SubjectAccessReview: `jane` may do anything to configmaps,
 /// `mallory` is denied everything, the rest has no opinion. TokenReview: `tom-token` is
 /// user `tom` (uid `tom-uid`, group `webhook-users`, an extra), anything else is refused.
-fn decide(review: &Value) -> Value {
+fn decide(path: &str, review: &Value) -> Value {
     let spec = &review["spec"];
     match review["kind"].as_str() {
+        Some("SubjectAccessReview") if path == "/guard" => {
+            json!({"allowed": false, "denied": true, "reason": "guarded namespace"})
+        }
         Some("TokenReview") if spec["token"] == "tom-token" => json!({
             "authenticated": true,
             "user": {"username": "tom", "uid": "tom-uid", "groups": ["webhook-users"],
@@ -130,19 +135,22 @@ async fn answer(
     seen: &Mutex<Vec<Value>>,
 ) -> Result<hyper::Response<http_body_util::Full<hyper::body::Bytes>>, std::convert::Infallible> {
     use http_body_util::BodyExt as _;
+    let path = req.uri().path().to_owned();
     let body = req
         .into_body()
         .collect()
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
-    let review: Value = serde_json::from_slice(&body).unwrap_or_default();
-    seen.lock().expect("lock").push(review.clone());
+    let mut review: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let status = decide(&path, &review);
     let out = json!({
         "apiVersion": review["apiVersion"],
         "kind": review["kind"],
-        "status": decide(&review),
+        "status": status,
     });
+    review["path"] = json!(path);
+    seen.lock().expect("lock").push(review);
     Ok(hyper::Response::builder()
         .header("content-type", "application/json")
         .body(http_body_util::Full::new(hyper::body::Bytes::from(
@@ -458,6 +466,13 @@ fn always_deny_alone_denies_all_but_the_superuser() {
 #[test]
 fn refused_authorization_flags_stop_the_server() {
     let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bad-authz.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\nauthorizers:\n- type: RBAC\n  name: a\n- type: RBAC\n  name: b\n",
+    )
+    .expect("write");
+    let authz_config = format!("--authorization-config={}", bad.display());
     for (i, (flags, message)) in [
         (
             vec!["--authorization-mode=RBAC,Bogus"],
@@ -470,6 +485,14 @@ fn refused_authorization_flags_stop_the_server() {
         (
             vec!["--authorization-mode=RBAC,RBAC"],
             "has mode specified more than once",
+        ),
+        (
+            vec!["--authorization-mode=RBAC", "--authorization-config=/nonexistent"],
+            "--authorization-config can not be specified when --authorization-mode or --authorization-webhook-* flags are defined",
+        ),
+        (
+            vec![authz_config.as_str()],
+            "authorizers[1].type: Duplicate value: \"RBAC\"",
         ),
     ]
     .into_iter()
@@ -488,4 +511,165 @@ fn refused_authorization_flags_stop_the_server() {
         assert!(!s.is_running(), "{flags:?} was accepted");
         assert!(s.log().contains(message), "{flags:?}: {}", s.log());
     }
+}
+
+#[test]
+fn authorization_config_chains_webhooks_with_match_conditions_and_failure_policies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let pki = data.join("pki");
+    let hook = Webhook::start(pki.clone());
+    let base = format!("https://127.0.0.1:{}", hook.port);
+    let guard_cfg = dir.path().join("guard.kubeconfig");
+    let fallback_cfg = dir.path().join("fallback.kubeconfig");
+    let down_cfg = dir.path().join("down.kubeconfig");
+    write_kubeconfig(
+        &guard_cfg,
+        &format!("{base}/guard"),
+        &pki.join("ca.crt"),
+        None,
+    );
+    write_kubeconfig(
+        &fallback_cfg,
+        &format!("{base}/authorize"),
+        &pki.join("ca.crt"),
+        None,
+    );
+    let closed = e2e::free_port();
+    write_kubeconfig(
+        &down_cfg,
+        &format!("https://127.0.0.1:{closed}/authorize"),
+        &pki.join("ca.crt"),
+        None,
+    );
+    // The guard denies everything in namespace `guarded` (and is asked nothing else); Node
+    // and RBAC; a webhook that is down, asked only about dave, denies on failure; the
+    // fallback webhook (jane's configmaps) gives no opinion on failure.
+    let config = format!(
+        r#"apiVersion: apiserver.config.k8s.io/v1
+kind: AuthorizationConfiguration
+authorizers:
+- type: Webhook
+  name: guard.example.com
+  webhook:
+    timeout: 3s
+    subjectAccessReviewVersion: v1
+    matchConditionSubjectAccessReviewVersion: v1
+    failurePolicy: Deny
+    connectionInfo:
+      type: KubeConfigFile
+      kubeConfigFile: {}
+    matchConditions:
+    - expression: has(request.resourceAttributes)
+    - expression: request.resourceAttributes.namespace == 'guarded'
+- type: Node
+  name: node
+- type: RBAC
+  name: rbac
+- type: Webhook
+  name: down
+  webhook:
+    timeout: 2s
+    subjectAccessReviewVersion: v1
+    matchConditionSubjectAccessReviewVersion: v1
+    failurePolicy: Deny
+    connectionInfo:
+      type: KubeConfigFile
+      kubeConfigFile: {}
+    matchConditions:
+    - expression: request.user == 'dave'
+- type: Webhook
+  name: fallback
+  webhook:
+    timeout: 3s
+    subjectAccessReviewVersion: v1beta1
+    failurePolicy: NoOpinion
+    authorizedTTL: 1m
+    connectionInfo:
+      type: KubeConfigFile
+      kubeConfigFile: {}
+"#,
+        guard_cfg.display(),
+        down_cfg.display(),
+        fallback_cfg.display()
+    );
+    let config_path = dir.path().join("authz.yaml");
+    std::fs::write(&config_path, config).expect("write config");
+    let s = ServerProcess::start_with(
+        &data,
+        &[&format!("--authorization-config={}", config_path.display())],
+    )
+    .expect("server starts");
+
+    assert_eq!(
+        can_i(&s, &["list", "configmaps", "-n", "default", "--as=jane"]),
+        "yes"
+    );
+    assert_eq!(
+        can_i(&s, &["list", "configmaps", "-n", "guarded", "--as=jane"]),
+        "no"
+    );
+    assert_eq!(
+        can_i(&s, &["list", "secrets", "-n", "default", "--as=jane"]),
+        "no"
+    );
+    let status = sar(
+        &s,
+        "jane",
+        &json!({"resourceAttributes": {"verb": "get", "resource": "configmaps", "namespace": "guarded"}}),
+    );
+    assert_eq!(status["denied"], true, "{status}");
+    assert_eq!(status["reason"], "guarded namespace");
+    // The guard was asked about namespace `guarded` only; the fallback speaks v1beta1.
+    let reviews = hook.reviews.lock().expect("lock").clone();
+    let guarded: Vec<&Value> = reviews.iter().filter(|r| r["path"] == "/guard").collect();
+    assert!(!guarded.is_empty());
+    assert!(
+        guarded
+            .iter()
+            .all(|r| r["spec"]["resourceAttributes"]["namespace"] == "guarded"),
+        "{guarded:?}"
+    );
+    let fallback = reviews
+        .iter()
+        .find(|r| r["path"] == "/authorize")
+        .expect("a fallback review");
+    assert_eq!(fallback["apiVersion"], "authorization.k8s.io/v1beta1");
+    assert!(fallback["spec"]["group"].is_array(), "{fallback}");
+
+    // A real request by jane in each namespace; the superuser is never asked about.
+    let jane = user(&s, dir.path(), "jane");
+    let (listed, _, err) = as_user(&s, &jane, &["get", "configmaps", "-n", "default"]);
+    assert!(listed, "{err}");
+    let (read, _, err) = as_user(&s, &jane, &["get", "configmaps", "-n", "guarded"]);
+    assert!(!read);
+    assert!(err.contains("guarded namespace"), "{err}");
+    let (ok, _, err) = s
+        .kubectl(&["get", "configmaps", "-n", "guarded"])
+        .expect("kubectl");
+    assert!(ok, "{err}");
+
+    // The webhook that is down denies dave (failurePolicy: Deny) with its error; others
+    // never reach it.
+    let status = sar(
+        &s,
+        "dave",
+        &json!({"resourceAttributes": {"verb": "get", "resource": "configmaps", "namespace": "default"}}),
+    );
+    assert_eq!(status["allowed"], false, "{status}");
+    assert_eq!(status["denied"], true, "{status}");
+    assert!(
+        status["evaluationError"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("connection refused"),
+        "{status}"
+    );
+    let status = sar(
+        &s,
+        "erin",
+        &json!({"resourceAttributes": {"verb": "get", "resource": "configmaps", "namespace": "default"}}),
+    );
+    assert_eq!(status["allowed"], false, "{status}");
+    assert!(status.get("evaluationError").is_none(), "{status}");
 }

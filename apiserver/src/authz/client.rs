@@ -14,7 +14,7 @@ use base64::Engine as _;
 use http_body_util::BodyExt as _;
 use serde_json::Value;
 
-/// How long one review may take, connection included.
+/// How long one review may take by default, connection included.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A webhook service named by a kubeconfig file.
@@ -27,6 +27,7 @@ pub struct WebhookClient {
     path: String,
     tls: Arc<rustls::ClientConfig>,
     token: Option<String>,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for WebhookClient {
@@ -137,7 +138,13 @@ impl WebhookClient {
             path,
             tls: Arc::new(tls),
             token,
+            timeout: TIMEOUT,
         })
+    }
+
+    /// The same client with another limit on one exchange.
+    pub fn with_timeout(self, timeout: Duration) -> WebhookClient {
+        WebhookClient { timeout, ..self }
     }
 
     /// The service's URL.
@@ -145,7 +152,8 @@ impl WebhookClient {
         &self.url
     }
 
-    /// POSTs `body` as JSON and returns the decoded answer (a 2xx), within 30 s.
+    /// POSTs `body` as JSON and returns the decoded answer (a 2xx), within the timeout
+    /// (30 s unless [`WebhookClient::with_timeout`]).
     pub async fn post(&self, body: &Value) -> Result<Value, String> {
         let body = serde_json::to_vec(body).map_err(|e| e.to_string())?;
         let exchange = async {
@@ -194,7 +202,7 @@ impl WebhookClient {
             }
             serde_json::from_slice::<Value>(&answer).map_err(|e| format!("invalid answer: {e}"))
         };
-        match tokio::time::timeout(TIMEOUT, exchange).await {
+        match tokio::time::timeout(self.timeout, exchange).await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(e)) => Err(format!("Post {:?}: {e}", self.url)),
             Err(_) => Err(format!(

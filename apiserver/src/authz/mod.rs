@@ -14,6 +14,7 @@
 
 pub mod bootstrap;
 pub mod client;
+pub mod config;
 pub mod escalation;
 pub mod index;
 pub mod node;
@@ -48,6 +49,11 @@ pub struct AuthzConfig {
     pub webhook_config_file: Option<PathBuf>,
     /// `--authorization-webhook-version` and the cache TTLs.
     pub webhook: webhook::WebhookOptions,
+    /// Whether any `--authorization-webhook-*` flag was given (they exclude
+    /// `--authorization-config`).
+    pub webhook_flags_set: bool,
+    /// `--authorization-config`: an AuthorizationConfiguration file ([`config`]).
+    pub authorization_config: Option<PathBuf>,
 }
 
 /// One authorizer of the chain.
@@ -59,8 +65,45 @@ enum Step {
     AlwaysDeny,
 }
 
-/// The chain `modes` names (upstream's checks and messages).
+/// The chain an AuthorizationConfiguration file names.
+fn configured_steps(path: &std::path::Path) -> Result<Vec<Step>, String> {
+    let mut steps = Vec::new();
+    for spec in config::load(path)? {
+        steps.push(match spec {
+            config::AuthorizerSpec::Node => Step::Node,
+            config::AuthorizerSpec::Rbac => Step::Rbac,
+            config::AuthorizerSpec::AlwaysAllow => Step::AlwaysAllow,
+            config::AuthorizerSpec::AlwaysDeny => Step::AlwaysDeny,
+            config::AuthorizerSpec::Webhook(w) => {
+                let client = client::WebhookClient::from_kubeconfig(&w.kubeconfig)
+                    .map_err(|e| format!("authorizer {:?}: {e}", w.name))?;
+                let options = webhook::WebhookOptions {
+                    version: w.version,
+                    authorized_ttl: w.authorized_ttl,
+                    unauthorized_ttl: w.unauthorized_ttl,
+                    timeout: w.timeout,
+                    deny_on_failure: w.deny_on_failure,
+                    match_conditions: w.match_conditions,
+                };
+                Step::Webhook(Box::new(
+                    webhook::WebhookAuthorizer::new(client, options)
+                        .map_err(|e| format!("authorizer {:?}: {e}", w.name))?,
+                ))
+            }
+        });
+    }
+    Ok(steps)
+}
+
+/// The chain `modes` (or the `--authorization-config` file) names, with upstream's checks
+/// and messages.
 fn steps(cfg: &AuthzConfig) -> Result<Vec<Step>, String> {
+    if let Some(path) = &cfg.authorization_config {
+        if !cfg.modes.is_empty() || cfg.webhook_flags_set || cfg.webhook_config_file.is_some() {
+            return Err("--authorization-config can not be specified when --authorization-mode or --authorization-webhook-* flags are defined".into());
+        }
+        return configured_steps(path);
+    }
     let default = ["Node".to_owned(), "RBAC".to_owned()];
     let modes = if cfg.modes.is_empty() {
         &default[..]
@@ -309,13 +352,10 @@ impl Authorizer for Authz {
             let mut union = Union::default();
             for step in &self.steps {
                 let (outcome, error) = match step {
-                    Step::Webhook(hook) => match hook.decide(user, info).await {
-                        Ok(outcome) => (outcome, None),
-                        Err(err) => {
-                            tracing::warn!(%err, "authorization webhook failed");
-                            (no_opinion(String::new()), Some(err))
-                        }
-                    },
+                    Step::Webhook(hook) => {
+                        let Evaluation { outcome, error } = hook.evaluate(user, info).await;
+                        (outcome, error)
+                    }
                     local => (self.local(local, user, info), None),
                 };
                 if let Some(done) = union.step(outcome, error) {

@@ -9,6 +9,12 @@
 //! fails unless a later authorizer allows it. Upstream retries a failed call with a backoff;
 //! this client does not.
 //!
+//! With `--authorization-config` ([`super::config`]) each webhook also has a `timeout`,
+//! a `failurePolicy` (`Deny`: a failed call denies, still with its error) and CEL
+//! `matchConditions` over `request` (the v1 SubjectAccessReview spec): when one is false
+//! the webhook is not asked (no opinion); when one fails to evaluate, the failure policy
+//! applies.
+//!
 //! The webhook cannot list what a user may do: `rules_for` reports incomplete rules with
 //! upstream's error.
 
@@ -19,7 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::client::WebhookClient;
-use crate::pipeline::{Decision, Outcome, UserInfo};
+use crate::pipeline::{Decision, Evaluation, Outcome, UserInfo};
 use crate::request_info::RequestInfo;
 
 /// Upstream's error for a user rule review through a webhook.
@@ -37,6 +43,12 @@ pub struct WebhookOptions {
     pub authorized_ttl: Duration,
     /// `--authorization-webhook-cache-unauthorized-ttl` (default 30 s).
     pub unauthorized_ttl: Duration,
+    /// How long one call may take (30 s with the flags).
+    pub timeout: Duration,
+    /// `failurePolicy: Deny`: a failed call denies (the flags: no opinion).
+    pub deny_on_failure: bool,
+    /// CEL `matchConditions` that must all hold for the webhook to be asked.
+    pub match_conditions: Vec<String>,
 }
 
 impl Default for WebhookOptions {
@@ -45,6 +57,9 @@ impl Default for WebhookOptions {
             version: "v1".into(),
             authorized_ttl: Duration::from_secs(300),
             unauthorized_ttl: Duration::from_secs(30),
+            timeout: Duration::from_secs(30),
+            deny_on_failure: false,
+            match_conditions: Vec::new(),
         }
     }
 }
@@ -53,6 +68,7 @@ impl Default for WebhookOptions {
 pub struct WebhookAuthorizer {
     client: WebhookClient,
     options: WebhookOptions,
+    conditions: Vec<kube_cel::cel::Program>,
     cache: Mutex<HashMap<String, (Outcome, Instant)>>,
 }
 
@@ -65,9 +81,18 @@ impl WebhookAuthorizer {
                 options.version
             ));
         }
+        let conditions = options
+            .match_conditions
+            .iter()
+            .map(|e| {
+                kube_cel::cel::Program::compile(e)
+                    .map_err(|err| format!("matchConditions {e:?}: compilation failed: {err}"))
+            })
+            .collect::<Result<_, _>>()?;
         Ok(WebhookAuthorizer {
-            client,
+            client: client.with_timeout(options.timeout),
             options,
+            conditions,
             cache: Mutex::new(HashMap::new()),
         })
     }
@@ -92,8 +117,89 @@ impl WebhookAuthorizer {
         self.cached_spec(&key)
     }
 
+    /// Whether every match condition holds for `user` doing `info` (upstream's matcher: a
+    /// false condition wins over an error).
+    fn matches(&self, user: &UserInfo, info: &RequestInfo) -> Result<bool, String> {
+        use kube_cel::KubeCelExt as _;
+        if self.conditions.is_empty() {
+            return Ok(true);
+        }
+        let mut request = review_spec("v1", user, info);
+        for (field, empty) in [
+            ("groups", json!([])),
+            ("extra", json!({})),
+            ("uid", json!("")),
+        ] {
+            if request.get(field).is_none() {
+                request[field] = empty;
+            }
+        }
+        let mut ctx = kube_cel::cel::Context::default().with_all();
+        ctx.add_variable_from_value("request", crate::crd::cel::plain_to_cel(&request));
+        let mut errors = Vec::new();
+        for (program, expression) in self.conditions.iter().zip(&self.options.match_conditions) {
+            match program.execute(&ctx) {
+                Ok(kube_cel::cel::Value::Bool(true)) => {}
+                Ok(kube_cel::cel::Value::Bool(false)) => return Ok(false),
+                Ok(other) => errors.push(format!(
+                    "expression {expression:?} resulted in {}, not a bool",
+                    other.type_of()
+                )),
+                Err(e) => errors.push(format!("expression {expression:?}: {e}")),
+            }
+        }
+        match errors.is_empty() {
+            true => Ok(true),
+            false => Err(format!(
+                "failed to evaluate match conditions: {}",
+                errors.join("; ")
+            )),
+        }
+    }
+
+    /// The failure policy's answer to `err`.
+    fn failure(&self, err: String) -> Evaluation {
+        tracing::warn!(url = %self.client.url(), %err, "authorization webhook failed");
+        Evaluation {
+            outcome: Outcome {
+                decision: if self.options.deny_on_failure {
+                    Decision::Deny
+                } else {
+                    Decision::NoOpinion
+                },
+                reason: String::new(),
+            },
+            error: Some(err),
+        }
+    }
+
+    /// The webhook's decision on `user` doing `info`: no opinion when a match condition does
+    /// not hold, the failure policy's when the call fails.
+    pub async fn evaluate(&self, user: &UserInfo, info: &RequestInfo) -> Evaluation {
+        match self.matches(user, info) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Evaluation {
+                    outcome: Outcome {
+                        decision: Decision::NoOpinion,
+                        reason: String::new(),
+                    },
+                    error: None,
+                };
+            }
+            Err(err) => return self.failure(err),
+        }
+        match self.decide(user, info).await {
+            Ok(outcome) => Evaluation {
+                outcome,
+                error: None,
+            },
+            Err(err) => self.failure(err),
+        }
+    }
+
     /// Asks the webhook (or the cache) about `user` doing `info`.
-    pub async fn decide(&self, user: &UserInfo, info: &RequestInfo) -> Result<Outcome, String> {
+    async fn decide(&self, user: &UserInfo, info: &RequestInfo) -> Result<Outcome, String> {
         let spec = review_spec(&self.options.version, user, info);
         let key = spec.to_string();
         if let Some(outcome) = self.cached_spec(&key) {
