@@ -417,3 +417,132 @@ impl Authorizer for Authz {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Method;
+
+    fn chain(modes: &[&str]) -> Authz {
+        let cfg = AuthzConfig {
+            modes: modes.iter().map(|m| (*m).to_owned()).collect(),
+            ..AuthzConfig::default()
+        };
+        Authz {
+            steps: steps(&cfg).unwrap(),
+            ..Authz::with_index(Index::fixed(rbac::Policy::default(), 0))
+        }
+    }
+
+    fn bob() -> UserInfo {
+        UserInfo {
+            name: "bob".into(),
+            groups: vec!["system:authenticated".into()],
+            ..UserInfo::default()
+        }
+    }
+
+    #[test]
+    fn the_first_decision_wins_and_always_deny_has_no_opinion() {
+        let pods = RequestInfo::parse(&Method::GET, "/api/v1/namespaces/a/pods", None);
+        let decide = |modes: &[&str]| chain(modes).decide(&bob(), &pods);
+        assert_eq!(decide(&["RBAC"]).decision, Decision::NoOpinion);
+        assert_eq!(decide(&["RBAC", "AlwaysAllow"]).decision, Decision::Allow);
+        assert_eq!(
+            decide(&["AlwaysDeny"]),
+            no_opinion("Everything is forbidden.".into())
+        );
+        assert_eq!(
+            decide(&["AlwaysDeny", "AlwaysAllow"]).decision,
+            Decision::Allow
+        );
+        let masters = UserInfo {
+            groups: vec![MASTERS.into()],
+            ..bob()
+        };
+        assert_eq!(
+            chain(&["AlwaysDeny"]).decide(&masters, &pods).decision,
+            Decision::Allow
+        );
+        // The public paths stay part of RBAC.
+        let health = RequestInfo::parse(&Method::GET, "/healthz", None);
+        assert_eq!(
+            chain(&["RBAC"]).decide(&bob(), &health).decision,
+            Decision::Allow
+        );
+        assert_eq!(
+            chain(&["AlwaysDeny"]).decide(&bob(), &health).decision,
+            Decision::NoOpinion
+        );
+    }
+
+    #[test]
+    fn modes_are_checked_as_upstream() {
+        let err = |modes: &[&str]| {
+            steps(&AuthzConfig {
+                modes: modes.iter().map(|m| (*m).to_owned()).collect(),
+                ..AuthzConfig::default()
+            })
+            .err()
+            .unwrap()
+        };
+        assert!(err(&["RBAC", "RBAC"]).contains("more than once"));
+        assert!(err(&["ABAC"]).contains("not a valid mode"));
+        assert!(err(&["Webhook"]).contains("config file not passed"));
+        let both = AuthzConfig {
+            modes: vec!["RBAC".into()],
+            authorization_config: Some("/x".into()),
+            ..AuthzConfig::default()
+        };
+        assert!(
+            steps(&both)
+                .err()
+                .unwrap()
+                .starts_with("--authorization-config")
+        );
+        let orphan = AuthzConfig {
+            webhook_config_file: Some("/x".into()),
+            ..AuthzConfig::default()
+        };
+        assert!(
+            steps(&orphan)
+                .err()
+                .unwrap()
+                .contains("without mode Webhook")
+        );
+    }
+
+    #[test]
+    fn rules_are_the_union_of_the_chain() {
+        let allow_all = chain(&["RBAC", "AlwaysAllow"]).rules_for(&bob(), "a");
+        assert_eq!(allow_all.rules, all_rules());
+        assert!(!allow_all.incomplete);
+        let deny = chain(&["AlwaysDeny"]).rules_for(&bob(), "a");
+        assert!(deny.rules.is_empty() && !deny.incomplete);
+    }
+
+    #[tokio::test]
+    async fn evaluations_aggregate_reasons_and_errors() {
+        let mut union = Union::default();
+        assert!(
+            union
+                .step(no_opinion("a".into()), Some("e1".into()))
+                .is_none()
+        );
+        assert!(
+            union
+                .step(no_opinion(String::new()), Some("e2".into()))
+                .is_none()
+        );
+        assert!(union.step(no_opinion("b".into()), None).is_none());
+        let done = union.finish();
+        assert_eq!(done.outcome, no_opinion("a\nb".into()));
+        assert_eq!(done.error.as_deref(), Some("[e1, e2]"));
+        let pods = RequestInfo::parse(&Method::GET, "/api/v1/namespaces/a/pods", None);
+        let e = chain(&["RBAC", "AlwaysAllow"])
+            .evaluate(&bob(), &pods)
+            .await;
+        assert_eq!(e.outcome.decision, Decision::Allow);
+        assert_eq!(e.error, None);
+    }
+}
