@@ -307,6 +307,28 @@ fn webhook_authorizer_and_token_webhook_after_node_and_rbac() {
             .contains(&json!("system:authenticated"))
     );
 
+    // A SubjectAccessReview's uid and extra reach the webhook.
+    let status = sar(
+        &s,
+        "jane",
+        &json!({"resourceAttributes": {"verb": "watch", "resource": "configmaps"},
+            "uid": "jane-uid", "extra": {"example.com/scope": ["x"]}}),
+    );
+    assert_eq!(status["allowed"], true, "{status}");
+    assert_eq!(status["reason"], "jane owns configmaps");
+    let forwarded = hook
+        .reviews
+        .lock()
+        .expect("lock")
+        .iter()
+        .find(|r| r["spec"]["uid"] == "jane-uid")
+        .cloned()
+        .expect("the review with a uid");
+    assert_eq!(
+        forwarded["spec"]["extra"]["example.com/scope"],
+        json!(["x"])
+    );
+
     // Real requests by jane (a client certificate): configmaps allowed, secrets forbidden
     // with RBAC's text.
     let jane = user(&s, dir.path(), "jane");

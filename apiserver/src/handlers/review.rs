@@ -133,10 +133,15 @@ fn subject(spec: &Value) -> Result<UserInfo> {
                 .into(),
         ));
     }
+    // uid and extra reach the authorizers too (a webhook sees them).
     Ok(UserInfo {
         name,
         groups,
-        ..UserInfo::default()
+        uid: str_of(spec, "uid"),
+        extra: spec
+            .get("extra")
+            .and_then(|e| serde_json::from_value(e.clone()).ok())
+            .unwrap_or_default(),
     })
 }
 
