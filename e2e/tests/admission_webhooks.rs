@@ -480,6 +480,12 @@ fn broken_webhooks_fail_closed_or_open_as_their_failure_policy_says() {
             "",
         ),
         entry(
+            "cond.example.com",
+            url(hooks.port, "/deny-all"),
+            "cond",
+            "  matchConditions:\n  - name: prefixed\n    expression: \"object.metadata.name.startsWith('cond-')\"\n",
+        ),
+        entry(
             "garbage.example.com",
             url(hooks.port, "/garbage"),
             "garbage",
@@ -571,6 +577,18 @@ fn broken_webhooks_fail_closed_or_open_as_their_failure_policy_says() {
         err.contains("failed calling webhook \"garbage.example.com\": failed to call webhook: couldn't get version/kind"),
         "{err}"
     );
+
+    // matchConditions: the webhook is called only when they all hold.
+    let (done, err) = configmap(&s, "cond-1", "cond", &[]);
+    assert!(!done);
+    assert!(
+        err.contains("admission webhook \"cond.example.com\" denied the request"),
+        "{err}"
+    );
+    let (done, err) = configmap(&s, "plain-1", "cond", &[]);
+    assert!(done, "{err}");
+    assert!(hooks.reviews("/deny-all", "plain-1").is_empty());
+    assert_eq!(hooks.reviews("/deny-all", "cond-1").len(), 1);
 
     // A patch that does not apply fails even with failurePolicy Ignore.
     let (done, err) = configmap(&s, "g", "badpatch", &[]);

@@ -39,6 +39,8 @@ pub struct Hook {
     pub review_versions: Vec<String>,
     /// `reinvocationPolicy: IfNeeded` (mutating only).
     pub reinvoke: bool,
+    /// `matchConditions`: (name, CEL expression).
+    pub match_conditions: Vec<(String, String)>,
 }
 
 /// One entry of `rules`.
@@ -150,6 +152,15 @@ pub fn parse_configuration(cfg: &Value, mutating: bool) -> Vec<Hook> {
             timeout: Duration::from_secs(w["timeoutSeconds"].as_u64().unwrap_or(10).clamp(1, 30)),
             review_versions: strings(&w["admissionReviewVersions"]),
             reinvoke: mutating && w["reinvocationPolicy"] == "IfNeeded",
+            match_conditions: w["matchConditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    let text = |k: &str| c[k].as_str().unwrap_or("").to_owned();
+                    (text("name"), text("expression"))
+                })
+                .collect(),
         });
     }
     hooks

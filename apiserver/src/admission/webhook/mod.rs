@@ -15,7 +15,8 @@
 //!   object is sent as requested (not converted to the rule's version).
 //! - Exempt, as upstream: the admission configuration objects themselves. Writes made
 //!   inside the server (not through a request) never reach admission.
-//! - `matchConditions` are not evaluated yet: a webhook with them matches as without.
+//! - `matchConditions` (CEL over `object`, `oldObject` and `request`; no `authorizer`):
+//!   any false skips the webhook; an error fails as calling it would (`failurePolicy`).
 
 pub mod client;
 pub mod config;
@@ -134,12 +135,6 @@ fn matching<'h>(
         if !h.rules_match(&target) {
             continue;
         }
-        if call.dry_run && !h.dry_run_safe {
-            return Err(ApiError::BadRequest(format!(
-                "admission webhook {:?} does not support dry run",
-                h.name
-            )));
-        }
         out.push((i, h));
     }
     Ok(out)
@@ -235,6 +230,55 @@ fn review(
         "apiVersion": format!("admission.k8s.io/{version}"),
         "request": request,
     })
+}
+
+/// Upstream's match conditions: `Ok(false)` when one is false, an error when one fails to
+/// compile or evaluate (and none is false).
+fn conditions_match(
+    hook: &Hook,
+    request: &Value,
+    obj: Option<&Map<String, Value>>,
+    old: Option<&Map<String, Value>>,
+) -> std::result::Result<bool, String> {
+    use kube_cel::KubeCelExt as _;
+    use kube_cel::cel::{Context, Program, Value as Cel};
+    if hook.match_conditions.is_empty() {
+        return Ok(true);
+    }
+    let cel = |v: Option<&Map<String, Value>>| match v {
+        Some(m) => kube_cel::cel::to_value(m).unwrap_or(Cel::Null),
+        None => Cel::Null,
+    };
+    let mut ctx = Context::default().with_all();
+    ctx.add_variable_from_value("object", cel(obj));
+    ctx.add_variable_from_value("oldObject", cel(old));
+    let mut req = request.clone();
+    if let Some(r) = req.as_object_mut() {
+        r.remove("object");
+        r.remove("oldObject");
+    }
+    ctx.add_variable_from_value(
+        "request",
+        kube_cel::cel::to_value(&req).unwrap_or(Cel::Null),
+    );
+    let mut errors = Vec::new();
+    for (name, expression) in &hook.match_conditions {
+        let result = Program::compile(expression)
+            .map_err(|e| e.to_string())
+            .and_then(|p| p.execute(&ctx).map_err(|e| e.to_string()));
+        match result {
+            Ok(Cel::Bool(true)) => {}
+            Ok(Cel::Bool(false)) => return Ok(false),
+            Ok(_) => errors.push(format!(
+                "failed to evaluate match condition {name:?}: cel expression must evaluate to bool"
+            )),
+            Err(e) => errors.push(format!("failed to evaluate match condition {name:?}: {e}")),
+        }
+    }
+    match errors.is_empty() {
+        true => Ok(true),
+        false => Err(errors.join(", ")),
+    }
 }
 
 /// A webhook's verdict (upstream's `webhookrequest.AdmissionResponse`).
@@ -367,7 +411,7 @@ fn denial(hook: &str, status: &Map<String, Value>, call: &Call<'_>) -> ApiError 
     }
 }
 
-/// Calls `hook` with `call` and returns its verdict.
+/// Calls `hook` with `call` and returns its verdict (`None`: a match condition is false).
 async fn call_hook(
     storage: &Storage,
     hook: &Hook,
@@ -375,22 +419,38 @@ async fn call_hook(
     mutating: bool,
     obj: Option<&Map<String, Value>>,
     old: Option<&Map<String, Value>>,
-) -> std::result::Result<Verdict, String> {
-    let failed = |e: String| format!("failed calling webhook {:?}: {e}", hook.name);
+) -> std::result::Result<Option<Verdict>, Failure> {
+    let failed =
+        |e: String| Failure::Calling(format!("failed calling webhook {:?}: {e}", hook.name));
     let version = hook
         .review_versions
         .iter()
-        .find(|v| *v == "v1" || *v == "v1beta1")
-        .ok_or_else(|| failed("webhook does not accept known AdmissionReview versions".into()))?;
+        .find(|v| *v == "v1" || *v == "v1beta1");
     let uid = uuid::Uuid::new_v4().to_string();
-    let body = serde_json::to_vec(&review(version, &uid, call, obj, old))
-        .map_err(|e| failed(e.to_string()))?;
+    let review = review(version.map_or("v1", |v| v.as_str()), &uid, call, obj, old);
+    if !conditions_match(hook, &review["request"], obj, old).map_err(failed)? {
+        return Ok(None);
+    }
+    if call.dry_run && !hook.dry_run_safe {
+        return Err(Failure::Refused(ApiError::BadRequest(format!(
+            "admission webhook {:?} does not support dry run",
+            hook.name
+        ))));
+    }
+    let Some(version) = version else {
+        return Err(failed(
+            "webhook does not accept known AdmissionReview versions".into(),
+        ));
+    };
+    let body = serde_json::to_vec(&review).map_err(|e| failed(e.to_string()))?;
     let target = client::resolve(storage, &hook.client, hook.timeout)
         .map_err(|e| failed(format!("failed to call webhook: {e}")))?;
     let answer = client::post(&target, body, hook.timeout, "context deadline exceeded")
         .await
         .map_err(|e| failed(format!("failed to call webhook: {e}")))?;
-    verdict(version, &uid, mutating, &answer).map_err(failed)
+    verdict(version, &uid, mutating, &answer)
+        .map(Some)
+        .map_err(failed)
 }
 
 /// `apiserver_admission_webhook_*` for one call.
@@ -442,7 +502,18 @@ pub async fn mutate(
             let before = obj.as_deref().cloned();
             let result = call_hook(storage, hook, call, true, obj.as_deref(), old).await;
             let changed = match result {
-                Err(e) => {
+                Ok(None) => continue,
+                Err(Failure::Refused(e)) => {
+                    observe(
+                        hook,
+                        call,
+                        "admit",
+                        started,
+                        Some(("no_error", e.code().as_u16())),
+                    );
+                    return Err(e);
+                }
+                Err(Failure::Calling(e)) => {
                     observe(
                         hook,
                         call,
@@ -452,7 +523,8 @@ pub async fn mutate(
                     );
                     if hook.ignore_failures {
                         let name = &hook.name;
-                        tracing::warn!(webhook = %name, err = %e, "failed calling webhook, failing open");
+                        let why = "failed calling webhook, failing open";
+                        tracing::warn!(webhook = %name, err = %e, "{why}");
                         let key = "failed-open.mutation.webhook.admission.k8s.io";
                         let key = format!("{key}/round_{round}_index_{i}");
                         crate::admission::audit_annotation(&key, name);
@@ -460,7 +532,7 @@ pub async fn mutate(
                     }
                     return Err(ApiError::Internal(format!("Internal error occurred: {e}")));
                 }
-                Ok(v) if !v.allowed => {
+                Ok(Some(v)) if !v.allowed => {
                     let err = denial(&hook.name, &v.status, call);
                     observe(
                         hook,
@@ -471,7 +543,7 @@ pub async fn mutate(
                     );
                     return Err(err);
                 }
-                Ok(v) => {
+                Ok(Some(v)) => {
                     for w in v.warnings {
                         crate::admission::warn(w);
                     }
@@ -561,7 +633,9 @@ async fn validate_one(
 ) -> Option<Failure> {
     let started = Instant::now();
     match call_hook(storage, hook, call, false, obj, old).await {
-        Err(e) => {
+        Ok(None) => None,
+        Err(Failure::Refused(e)) => Some(Failure::Refused(e)),
+        Err(Failure::Calling(e)) => {
             let calling = (!hook.ignore_failures).then_some(("calling_webhook_error", 0));
             observe(hook, call, "validating", started, calling);
             if !hook.ignore_failures {
@@ -574,7 +648,7 @@ async fn validate_one(
             );
             None
         }
-        Ok(v) => {
+        Ok(Some(v)) => {
             for w in &v.warnings {
                 crate::admission::warn(w.clone());
             }
@@ -718,6 +792,36 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "admission webhook \"x.example.com\" denied the request without explanation"
+        );
+    }
+
+    #[test]
+    fn match_conditions_skip_on_false_and_fail_on_errors() {
+        let user = crate::pipeline::UserInfo::anonymous();
+        let obj = json!({ "metadata": { "name": "cond-1" } });
+        let req = review("v1", "u", &call(&user), obj.as_object(), None)["request"].clone();
+        let mut cfg = json!({ "metadata": { "name": "c" }, "webhooks": [{ "name": "h",
+            "matchConditions": [
+                { "name": "named", "expression": "object.metadata.name.startsWith('cond-')" },
+                { "name": "created", "expression": "request.operation == 'CREATE' && oldObject == null" }
+            ] }] });
+        let hook = config::parse_configuration(&cfg, false).remove(0);
+        assert_eq!(
+            conditions_match(&hook, &req, obj.as_object(), None),
+            Ok(true)
+        );
+        let other = json!({ "metadata": { "name": "x" } });
+        assert_eq!(
+            conditions_match(&hook, &req, other.as_object(), None),
+            Ok(false)
+        );
+        cfg["webhooks"][0]["matchConditions"] =
+            json!([{ "name": "broken", "expression": "object.nothing.here" }]);
+        let hook = config::parse_configuration(&cfg, false).remove(0);
+        let err = conditions_match(&hook, &req, obj.as_object(), None).unwrap_err();
+        assert!(
+            err.starts_with("failed to evaluate match condition \"broken\": "),
+            "{err}"
         );
     }
 
