@@ -420,6 +420,90 @@ fn a_mutating_webhook_behind_a_service_labels_pods_and_a_validating_one_denies_a
         "{err}"
     );
 
+    // Custom resources too.
+    apply(
+        &s,
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gadgets.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names:\n    plural: gadgets\n    singular: gadget\n    kind: Gadget\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        x-kubernetes-preserve-unknown-fields: true\n",
+    );
+    ok(
+        &s,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=20s",
+            "crd/gadgets.example.com",
+        ],
+    );
+    apply(
+        &s,
+        &configuration(
+            "Validating",
+            "gadgets",
+            &ca,
+            &[Entry {
+                name: "gadgets.example.com",
+                client: url(hooks.port, "/deny"),
+                resources: "gadgets",
+                extra: "",
+            }],
+        )
+        .replace("apiGroups: [\"\"]", "apiGroups: [example.com]"),
+    );
+    let gadget = |name: &str| {
+        format!(
+            "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: {name}\n  namespace: default\n"
+        )
+    };
+    apply(&s, &gadget("fine-gadget"));
+    let (created, _, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["apply", "-f", "-"],
+            Some(&gadget("denied-gadget")),
+        )
+        .expect("kubectl runs");
+    assert!(!created);
+    assert!(
+        err.contains("admission webhook \"gadgets.example.com\" denied the request: the name denied-gadget is not allowed"),
+        "{err}"
+    );
+    let review = &hooks.reviews("/deny", "denied-gadget")[0];
+    assert_eq!(
+        review["request"]["kind"],
+        json!({ "group": "example.com", "version": "v1", "kind": "Gadget" })
+    );
+
+    // Deletes: the stored object is the oldObject.
+    apply(
+        &s,
+        &configuration(
+            "Validating",
+            "keeper",
+            &ca,
+            &[Entry {
+                name: "keep.example.com",
+                client: url(hooks.port, "/deny-all"),
+                resources: "configmaps",
+                extra: "  objectSelector:\n    matchLabels:\n      mode: keep\n",
+            }],
+        )
+        .replace("operations: [CREATE, UPDATE]", "operations: [DELETE]"),
+    );
+    let (done, err) = configmap(&s, "kept", "keep", &[]);
+    assert!(done, "{err}");
+    let (deleted, _, err) = s
+        .kubectl(&["delete", "configmap", "kept"])
+        .expect("kubectl runs");
+    assert!(!deleted);
+    assert!(
+        err.contains("admission webhook \"keep.example.com\" denied the request"),
+        "{err}"
+    );
+    let review = &hooks.reviews("/deny-all", "kept")[0];
+    assert_eq!(review["request"]["operation"], "DELETE");
+    assert_eq!(review["request"]["oldObject"]["metadata"]["name"], "kept");
+    assert_eq!(review["request"]["options"]["kind"], "DeleteOptions");
+
     // Deleting the configuration takes effect at once.
     ok(&s, &["delete", "validatingwebhookconfiguration", "denier"]);
     ok(
