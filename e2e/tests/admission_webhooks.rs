@@ -420,6 +420,36 @@ fn a_mutating_webhook_behind_a_service_labels_pods_and_a_validating_one_denies_a
         "{err}"
     );
 
+    // CONNECT: kubectl exec is refused by a webhook on pods/exec.
+    apply(
+        &s,
+        &configuration(
+            "Validating",
+            "no-exec",
+            &ca,
+            &[Entry {
+                name: "exec.example.com",
+                client: url(hooks.port, "/deny-all"),
+                resources: "pods/exec",
+                extra: "",
+            }],
+        )
+        .replace("operations: [CREATE, UPDATE]", "operations: [CONNECT]"),
+    );
+    let (execed, _, err) = s
+        .kubectl(&["exec", "p1", "--", "ls"])
+        .expect("kubectl runs");
+    assert!(!execed);
+    assert!(
+        err.contains("admission webhook \"exec.example.com\" denied the request"),
+        "{err}"
+    );
+    let review = &hooks.reviews("/deny-all", "p1")[0];
+    assert_eq!(review["request"]["operation"], "CONNECT");
+    assert_eq!(review["request"]["subResource"], "exec");
+    assert_eq!(review["request"]["object"]["kind"], "PodExecOptions");
+    assert_eq!(review["request"]["object"]["command"], json!(["ls"]));
+
     // Custom resources too.
     apply(
         &s,

@@ -558,6 +558,7 @@ impl Chain {
             name: &name,
             dry_run,
             user: &req.user,
+            options_kind: None,
         };
         webhook::mutate(&self.storage, &hooks, &call, obj, old.or(stored.as_ref())).await
     }
@@ -591,8 +592,44 @@ impl Chain {
             name: &name,
             dry_run,
             user: &req.user,
+            options_kind: None,
         };
         webhook::validate(&self.storage, &hooks, &call, obj, old.or(stored.as_ref())).await
+    }
+
+    /// Both webhook plugins for a CONNECT of the current request (`pods/exec`,
+    /// `pods/attach`, `pods/portforward`, `pods/proxy`, `nodes/proxy`): the object is the
+    /// options built from the query, of kind `options_kind` (`PodExecOptions`, …).
+    pub async fn connect_webhooks(
+        &self,
+        r: &crate::registry::catalog::ResourceInfo,
+        namespace: &str,
+        name: &str,
+        options_kind: &str,
+        mut options: Map<String, Value>,
+    ) -> Result<()> {
+        let mutating = self.webhooks.mutating(&self.storage);
+        let validating = self.webhooks.validating(&self.storage);
+        if mutating.is_empty() && validating.is_empty() {
+            return Ok(());
+        }
+        let Some(req) = current() else {
+            return Ok(());
+        };
+        let call = webhook::Call {
+            operation: "CONNECT",
+            resource: r,
+            subresource: &req.info.subresource,
+            namespace,
+            name,
+            dry_run: false,
+            user: &req.user,
+            options_kind: Some(options_kind),
+        };
+        options.insert("kind".into(), Value::from(options_kind));
+        options.insert("apiVersion".into(), Value::from("v1"));
+        webhook::mutate(&self.storage, &mutating, &call, Some(&mut options), None).await?;
+        webhook::validate(&self.storage, &validating, &call, Some(&options), None).await
     }
 
     /// The stored object a delete is about (its `oldObject`), when the caller has none.
@@ -611,7 +648,9 @@ impl Chain {
             storage: &self.storage,
             decoded: &self.decoded,
         };
-        let stored = lookup.get(&crate::registry::key(r, namespace, name)).ok()??;
+        let stored = lookup
+            .get(&crate::registry::key(r, namespace, name))
+            .ok()??;
         Some(crate::registry::convert::from_storage(r, stored))
     }
 }
@@ -621,11 +660,11 @@ fn webhook_name(name: &str, obj: Option<&Map<String, Value>>) -> String {
     if !name.is_empty() {
         return name.to_owned();
     }
-    str_at(
-        &obj.and_then(|o| o.get("metadata")).cloned().unwrap_or_default(),
-        &["name"],
-    )
-    .to_owned()
+    obj.and_then(|o| o.get("metadata"))
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
 }
 
 /// Who makes the request being served and what it is about.

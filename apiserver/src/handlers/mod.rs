@@ -383,9 +383,21 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
         ("log", "get") | ("exec" | "attach" | "portforward", "get" | "create") | ("proxy", _)
             if r.kind == "Pod" && r.subresource(&info.subresource).is_some() =>
         {
+            if info.subresource != "log" {
+                let (kind, options) = connect_options(&info.subresource, &query);
+                ctx.admission
+                    .connect_webhooks(r, namespace, &info.name, kind, options)
+                    .await?;
+            }
             node_proxy::pod(ctx, r, namespace, &info.name, &info.subresource, &query).await
         }
-        ("proxy", _) if r.kind == "Node" => node_proxy::node(ctx, r, &info.name).await,
+        ("proxy", _) if r.kind == "Node" => {
+            let (_, options) = connect_options("proxy", &query);
+            ctx.admission
+                .connect_webhooks(r, "", &info.name, "NodeProxyOptions", options)
+                .await?;
+            node_proxy::node(ctx, r, &info.name).await
+        }
         ("eviction", "create") if r.subresource("eviction").is_some() => {
             eviction::evict(ctx, r, namespace, &info.name, &parts.headers, &body, &query).await
         }
@@ -395,6 +407,29 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
         ("", _) => Err(ApiError::MethodNotAllowed),
         _ => Err(ApiError::NoRoute),
     }
+}
+
+/// The options object of a CONNECT (`PodExecOptions`, …) as admission webhooks see it,
+/// from the query (each parameter's last value).
+fn connect_options(subresource: &str, q: &Query) -> (&'static str, Map<String, Value>) {
+    let kind = match subresource {
+        "exec" => "PodExecOptions",
+        "attach" => "PodAttachOptions",
+        "portforward" => "PodPortForwardOptions",
+        _ => "PodProxyOptions",
+    };
+    let mut options = Map::new();
+    for (k, v) in q {
+        let value = match k.as_str() {
+            "stdin" | "stdout" | "stderr" | "tty" => json!(v == "true" || v == "1"),
+            "command" => json!([v]),
+            "ports" => v.parse::<i64>().map_or_else(|_| json!([v]), |p| json!([p])),
+            "container" | "path" => json!(v),
+            _ => continue,
+        };
+        options.insert(k.clone(), value);
+    }
+    (kind, options)
 }
 
 fn has_status(r: &ResourceInfo) -> bool {

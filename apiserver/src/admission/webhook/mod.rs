@@ -54,6 +54,9 @@ pub struct Call<'a> {
     pub dry_run: bool,
     /// Who asks.
     pub user: &'a crate::pipeline::UserInfo,
+    /// The object's kind when it is not the resource's (a CONNECT's options:
+    /// `PodExecOptions`, …; always core v1).
+    pub options_kind: Option<&'a str>,
 }
 
 /// Why calling a webhook failed (upstream's `ErrCallingWebhook` versus the rest).
@@ -182,7 +185,10 @@ fn review(
     old: Option<&Map<String, Value>>,
 ) -> Value {
     let r = call.resource;
-    let kind = json!({ "group": r.group, "version": r.version, "kind": r.kind });
+    let kind = match call.options_kind {
+        Some(k) => json!({ "group": "", "version": "v1", "kind": k }),
+        None => json!({ "group": r.group, "version": r.version, "kind": r.kind }),
+    };
     let resource = json!({ "group": r.group, "version": r.version, "resource": r.plural });
     let options_kind = match call.operation {
         "CREATE" => "CreateOptions",
@@ -684,6 +690,7 @@ mod tests {
             name: "p",
             dry_run: true,
             user,
+            options_kind: None,
         }
     }
 
