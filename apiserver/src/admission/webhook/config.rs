@@ -366,6 +366,46 @@ mod tests {
         assert!(e.matches(None) && !e.matches(Some(&json!({ "skip": "" }))));
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn configurations_follow_the_store_and_cost_little_when_none_are_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = store::StoreConfig::new("t", dir.path());
+        let (node, _driver) = store::node::Node::start(&cfg).unwrap();
+        let storage = Storage::new(node);
+        let configs = Configurations::new(false);
+        // Wait for the single member to lead.
+        let key = "/registry/admissionregistration.k8s.io/validatingwebhookconfigurations/c";
+        let body = |hooks: Value| {
+            serde_json::to_vec(&json!({ "metadata": { "name": "c" }, "webhooks": hooks })).unwrap()
+        };
+        let mut rev = 0;
+        for _ in 0..100 {
+            match storage.create(key, body(json!([{ "name": "a" }]))).await {
+                Ok(r) => {
+                    rev = r;
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+        assert!(rev > 0);
+        assert_eq!(configs.current(&storage)[0].name, "a");
+        let rev = storage
+            .update(key, body(json!([{ "name": "a" }, { "name": "b" }])), rev)
+            .await
+            .unwrap();
+        assert_eq!(configs.current(&storage).len(), 2);
+        storage.delete(key, rev).await.unwrap();
+        assert!(configs.current(&storage).is_empty());
+        let started = std::time::Instant::now();
+        for _ in 0..10_000 {
+            assert!(configs.current(&storage).is_empty());
+        }
+        let each = started.elapsed() / 10_000;
+        println!("webhook configuration check, none stored: {each:?} per request");
+        assert!(each < Duration::from_millis(1), "{each:?}");
+    }
+
     #[test]
     fn configuration_objects_are_exempt() {
         assert!(exempt(
