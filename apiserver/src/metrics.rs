@@ -294,6 +294,27 @@ mod tests {
     use http::Method;
 
     #[test]
+    fn webhook_metrics_have_upstreams_names_and_labels() {
+        observe_webhook(
+            "m.example.com",
+            "CREATE",
+            "validating",
+            0.01,
+            Some(("no_error", 403)),
+        );
+        let text = Metrics::new().render();
+        assert!(
+            text.lines().any(|l| l.starts_with(
+                "apiserver_admission_webhook_rejection_count{name=\"m.example.com\",operation=\"CREATE\",type=\"validating\",error_type=\"no_error\",rejection_code=\"403\"} 1"
+            )),
+            "{text}"
+        );
+        assert!(text.contains(
+            "apiserver_admission_webhook_admission_duration_seconds_count{name=\"m.example.com\",operation=\"CREATE\",rejected=\"true\",type=\"validating\"} 1"
+        ), "{text}");
+    }
+
+    #[test]
     fn exposition_uses_upstream_names() {
         let m = Metrics::new();
         let info = RequestInfo::parse(&Method::GET, "/api/v1/namespaces/default/pods", None);
