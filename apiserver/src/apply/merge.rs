@@ -73,7 +73,7 @@ pub fn object_set(obj: &Map<String, Value>, ty: Ty) -> Set {
         let meta = ty.field(k);
         let mut child = value_set(v, &meta);
         // Map entries (fields not declared by a struct) and empty values are members.
-        let declared = matches!(ty, Ty::Struct(_));
+        let declared = ty.declares(k);
         if !declared || child.is_empty() {
             child.member = true;
         }
@@ -119,7 +119,7 @@ pub fn changed(old: &Map<String, Value>, new: &Map<String, Value>, ty: Ty) -> Se
                     _ => value_set(v, &meta),
                 };
                 let map = meta.shape_is_map() || (v.is_object() && meta.elem.is_none());
-                if !matches!(ty, Ty::Struct(_)) || s.is_empty() || map {
+                if !ty.declares(k) || s.is_empty() || map {
                     s.member = true;
                 }
                 s

@@ -21,6 +21,7 @@ use crate::registry::catalog::ResourceInfo;
 /// The type of `r`'s objects in the patch schema (untyped when it has none).
 fn root(r: &ResourceInfo) -> crate::patch::schema::Ty {
     crate::patch::schema::root(r.group, r.version, r.kind)
+        .or_else(|| crate::patch::schema::custom_root(r.group, r.version, r.kind))
         .unwrap_or(crate::patch::schema::Ty::Untyped)
 }
 

@@ -109,6 +109,11 @@ pub(super) fn publish(versions: &[Served]) {
         })
         .collect();
     *SERVED.write().unwrap_or_else(PoisonError::into_inner) = Some(map);
+    // Server-side apply merges custom resources by their structural schemas.
+    crate::patch::schema::register_custom(versions.iter().filter_map(|c| {
+        let s = c.structural.as_ref()?;
+        Some((c.info.group, c.info.version, c.info.kind, s))
+    }));
 }
 
 /// Interned strings: each distinct string once for the life of the process.

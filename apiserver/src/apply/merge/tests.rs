@@ -141,3 +141,93 @@ fn apply_conflicts_force_and_removal() {
     assert_eq!(out["metadata"]["labels"], json!({"a": "1"}));
     assert_eq!(out["spec"]["replicas"], 3);
 }
+
+/// A custom kind registered from a structural schema with every list and map marker.
+fn widget() -> Ty {
+    let schema = crate::crd::schema::Structural::new(&json!({
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "properties": {
+                "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "properties": {
+                        "name": {"type": "string"}, "port": {"type": "integer"}}}},
+                "tags": {"type": "array", "x-kubernetes-list-type": "set",
+                    "items": {"type": "string"}},
+                "args": {"type": "array", "items": {"type": "string"}},
+                "selector": {"type": "object", "x-kubernetes-map-type": "atomic",
+                    "additionalProperties": {"type": "string"}},
+                "env": {"type": "object", "additionalProperties": {"type": "string"}}
+            }}
+        }
+    }));
+    crate::patch::schema::custom_type_of(&schema)
+}
+
+#[test]
+fn custom_schemas_merge_by_their_markers() {
+    let ty = widget();
+    let live = obj(json!({"spec": {
+        "ports": [{"name": "http", "port": 80}],
+        "tags": ["a"],
+        "args": ["x", "y"],
+        "selector": {"a": "1", "b": "2"},
+        "env": {"A": "1"}
+    }}));
+    let applied = obj(json!({"spec": {
+        "ports": [{"name": "https", "port": 443}],
+        "tags": ["b"],
+        "args": ["z"],
+        "selector": {"c": "3"},
+        "env": {"B": "2"}
+    }}));
+    let merged = apply(&live, &applied, ty);
+    assert_eq!(
+        Value::Object(merged),
+        json!({"spec": {
+            "ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}],
+            "tags": ["a", "b"],
+            "args": ["z"],
+            "selector": {"c": "3"},
+            "env": {"A": "1", "B": "2"}
+        }})
+    );
+}
+
+#[test]
+fn custom_field_sets_use_keys_values_and_atomic_leaves() {
+    let ty = widget();
+    let config = obj(json!({
+        "metadata": {"labels": {"app": "x"}},
+        "spec": {
+            "ports": [{"name": "http", "port": 80}],
+            "tags": ["a"],
+            "args": ["x"],
+            "selector": {"a": "1"},
+            "env": {"A": "1"}
+        }
+    }));
+    assert_eq!(
+        object_set(&config, ty).to_json(),
+        json!({
+            "f:metadata": {"f:labels": {"f:app": {}}},
+            "f:spec": {
+                "f:ports": {"k:{\"name\":\"http\"}": {".": {}, "f:name": {}, "f:port": {}}},
+                "f:tags": {"v:\"a\"": {}},
+                "f:args": {},
+                "f:selector": {},
+                "f:env": {"f:A": {}}
+            }
+        })
+    );
+}
+
+#[test]
+fn built_in_roots_stay_static_and_custom_kinds_get_no_strategic_root() {
+    let schema = crate::crd::schema::Structural::new(&json!({"type": "object"}));
+    crate::patch::schema::register_custom([("merge-test.example.com", "v1", "Widget", &schema)]);
+    assert_eq!(root("merge-test.example.com", "v1", "Widget"), None);
+    assert_eq!(widget(), widget());
+    assert!(crate::patch::schema::custom_root("apps", "v1", "Deployment").is_none());
+    assert!(deployment().declares("spec"));
+}
