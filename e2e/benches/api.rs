@@ -43,8 +43,16 @@
 //!    command line: the harness's own readiness probe runs `kubectl` every 100 ms, too coarse
 //!    for the figure.
 //!
+//! 8. **admission**: on a fresh bare server, minimal Pods created by 32 connections for 5 s
+//!    (or 20k) in one namespace; then a no-op validating webhook (served by the bench itself
+//!    over TLS with the server's own `pki/apiserver.crt`, `failurePolicy: Fail`, CREATE of
+//!    pods) and a no-op ValidatingAdmissionPolicy (`object.metadata.name.size() > 0`, bound
+//!    with `validationActions: [Deny]`) matching every pod are created, and once the webhook
+//!    has seen a create, the same run again. Both throughputs and their ratio are printed.
+//!
 //! `CAPSTAN_BENCH_STEPS` (comma-separated, default: all) runs only some steps, to iterate
-//! faster: `create` (1 and 2), `list` (3), `watch` (4), `rss` (5 and 6); rows not run print
+//! faster: `create` (1 and 2), `list` (3), `watch` (4), `rss` (5 and 6), `crd` (7),
+//! `admission` (8); rows not run print
 //! `n/a`. `CAPSTAN_BENCH_KEEP=1` keeps the data directories (and server logs) afterwards.
 //!
 //! The table goes to stdout, progress lines to stderr. Client and server share two cores,
@@ -168,6 +176,16 @@ fn run() -> Result<bool> {
     {
         ok = false;
         eprintln!("[custom resources] FAILED: {e:#}");
+    }
+
+    // Step 8: pod creates without, then with, a no-op webhook and policy, on a fourth server.
+    if wanted("admission")
+        && let Err(e) = step_admission(&rt, &tmp.path().join("server-d"), &mut figures)
+    {
+        ok = false;
+        eprintln!("[admission] FAILED: {e:#}");
+        let log = std::fs::read_to_string(tmp.path().join("server-d.log")).unwrap_or_default();
+        eprintln!("[server D] last log lines:\n{}", tail(&log, 30));
     }
 
     // Steps 6 (fresh), 5, 6 (restart) on a second data directory.
@@ -401,6 +419,281 @@ fn step_crd(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
     }
     figs.set_run(ROW_CR_RSS, &s, cell);
     Ok(())
+}
+
+/// A ValidatingWebhookConfiguration calling `url` (CA `ca_bundle`, base64 PEM) for every pod
+/// CREATE, failing closed.
+fn noop_webhook_configuration_json(url: &str, ca_bundle: &str) -> String {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "bench-noop"},
+        "webhooks": [{
+            "name": "noop.bench.example.com",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "clientConfig": {"url": url, "caBundle": ca_bundle},
+            "rules": [{
+                "operations": ["CREATE"],
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["pods"],
+            }],
+        }],
+    })
+    .to_string()
+}
+
+/// A ValidatingAdmissionPolicy every pod passes, for pod CREATE and UPDATE.
+fn noop_policy_json() -> String {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "bench-noop"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "operations": ["CREATE", "UPDATE"],
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["pods"],
+            }]},
+            "validations": [{"expression": "object.metadata.name.size() > 0"}],
+        },
+    })
+    .to_string()
+}
+
+/// The binding of [`noop_policy_json`] (no matchResources: everything its policy matches).
+fn noop_policy_binding_json() -> String {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "bench-noop"},
+        "spec": {"policyName": "bench-noop", "validationActions": ["Deny"]},
+    })
+    .to_string()
+}
+
+/// Step 8, on a fresh server: pod creates at 32 connections, then the same with a no-op
+/// validating webhook and a no-op ValidatingAdmissionPolicy matching every pod.
+fn step_admission(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
+    let server = ServerProcess::start(dir)?;
+    eprintln!("[server D] ready at {} (pid {})", server.url, server.pid());
+    let api = Api::from_kubeconfig(&server.kubeconfig, port_of(&server.url)?)?;
+    let ns = "bench-admission";
+    rt.block_on(api.create_namespace(ns))?;
+    let pods = format!("/api/v1/namespaces/{ns}/pods");
+
+    let run = |prefix: &'static str| {
+        let path = pods.clone();
+        rt.block_on(drive(
+            &api,
+            CONNS,
+            CREATE_MAX_OPS,
+            ROW_TIME,
+            None,
+            move |mut c: Conn, n| {
+                let path = path.clone();
+                async move {
+                    let body = pod_json(&format!("{prefix}-{n}"));
+                    c.expect(Method::POST, &path, Some(body), StatusCode::CREATED)
+                        .await
+                        .map(drop)
+                }
+            },
+        ))
+    };
+    let plain = run("plain")?;
+    eprintln!("[create pods @{CONNS}, no webhooks/policies] {plain}");
+    figs.set_run(
+        ROW_POD_CREATE_PLAIN,
+        &plain,
+        format!("{}/s", thousands(plain.ops_per_sec())),
+    );
+
+    // The webhook server lives until the end of this function (dropping it stops it).
+    let pki = server.data_dir.join("pki");
+    let hook = rt.block_on(NoopWebhook::start(
+        &pki.join("apiserver.crt"),
+        &pki.join("apiserver.key"),
+    ))?;
+    let ca = std::fs::read(pki.join("ca.crt")).context("reading pki/ca.crt")?;
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
+    let url = format!("https://127.0.0.1:{}/validate", hook.port);
+    eprintln!("[admission] no-op webhook at {url}");
+    let took = rt.block_on(async {
+        let mut c = api.connect().await?;
+        let start = Instant::now();
+        c.expect(
+            Method::POST,
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+            Some(noop_webhook_configuration_json(&url, &ca_bundle)),
+            StatusCode::CREATED,
+        )
+        .await?;
+        c.expect(
+            Method::POST,
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+            Some(noop_policy_json()),
+            StatusCode::CREATED,
+        )
+        .await?;
+        c.expect(
+            Method::POST,
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+            Some(noop_policy_binding_json()),
+            StatusCode::CREATED,
+        )
+        .await?;
+        for i in 0u64.. {
+            let (status, body) = c
+                .call(Method::POST, &pods, Some(pod_json(&format!("probe-{i}"))))
+                .await?;
+            if hook.reviews() > 0 {
+                if status != StatusCode::CREATED {
+                    bail!(
+                        "pod create seen by the webhook answered {status}: {}",
+                        String::from_utf8_lossy(&body[..body.len().min(500)])
+                    );
+                }
+                return Ok::<_, anyhow::Error>(start.elapsed());
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                bail!(
+                    "no pod create reached the webhook 30 s after its configuration (last: \
+                     {status}: {})",
+                    String::from_utf8_lossy(&body[..body.len().min(500)])
+                );
+            }
+            tokio::time::sleep(READY_POLL).await;
+        }
+        bail!("pod names exhausted")
+    })?;
+    eprintln!("[admission] webhook called {took:?} after its configuration was created");
+
+    let seen_before = hook.reviews();
+    let hooked = run("hooked")?;
+    let seen = hook.reviews() - seen_before;
+    eprintln!(
+        "[create pods @{CONNS}, 1 no-op webhook + 1 no-op policy] {hooked}; webhook saw {seen} \
+         reviews"
+    );
+    if seen < hooked.count() {
+        bail!(
+            "the webhook saw {seen} reviews for {} pods created",
+            hooked.count()
+        );
+    }
+    let ratio = hooked.ops_per_sec() / plain.ops_per_sec().max(1.0);
+    figs.set_run(
+        ROW_POD_CREATE_ADMISSION,
+        &hooked,
+        format!(
+            "{}/s ({:.0} % of without)",
+            thousands(hooked.ops_per_sec()),
+            ratio * 100.0
+        ),
+    );
+    drop(hook);
+    Ok(())
+}
+
+/// A validating webhook server allowing everything: TLS with the given PEM files on a free
+/// 127.0.0.1 port, HTTP/1.1, counting the reviews it answers. Runs on the bench's runtime
+/// until dropped.
+struct NoopWebhook {
+    port: u16,
+    reviews: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl NoopWebhook {
+    async fn start(cert: &Path, key: &Path) -> Result<Self> {
+        let certs = CertificateDer::pem_file_iter(cert)
+            .with_context(|| format!("reading {}", cert.display()))?
+            .collect::<Result<Vec<_>, _>>()
+            .context("serving certificate PEM")?;
+        let key = PrivateKeyDer::from_pem_file(key)
+            .with_context(|| format!("reading {}", key.display()))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)?;
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let reviews = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&reviews);
+        // Connections are tasks of this one's set: aborting it ends them all.
+        let task = tokio::spawn(async move {
+            let mut connections = JoinSet::new();
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let _ = tcp.set_nodelay(true);
+                let (acceptor, counter) = (acceptor.clone(), Arc::clone(&counter));
+                connections.spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(move |req| {
+                        let counter = Arc::clone(&counter);
+                        async move { noop_review(req, &counter).await }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+                while connections.try_join_next().is_some() {}
+            }
+        });
+        Ok(NoopWebhook {
+            port,
+            reviews,
+            task,
+        })
+    }
+
+    /// Reviews answered so far.
+    fn reviews(&self) -> u64 {
+        self.reviews.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for NoopWebhook {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Allows the AdmissionReview in `req`, echoing its uid.
+async fn noop_review(
+    req: Request<Incoming>,
+    counter: &AtomicU64,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let review: Value = serde_json::from_slice(&body).unwrap_or_default();
+    counter.fetch_add(1, Ordering::Relaxed);
+    let out = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": review["request"]["uid"], "allowed": true},
+    });
+    let mut resp = Response::new(Full::new(Bytes::from(out.to_string())));
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
 }
 
 /// Step 3: 10k pods, then 20 full LISTs.
@@ -1276,9 +1569,11 @@ const ROW_START_RESTART: &str = "start to ready, restart with 100k ConfigMaps";
 const ROW_CRD_READY: &str = "CRD create → first custom resource created";
 const ROW_CR_CREATE: &str = "custom resource creates/s (32 conns, 5 s or 20k)";
 const ROW_CR_RSS: &str = "RSS holding 100k 1-KiB custom resources";
+const ROW_POD_CREATE_PLAIN: &str = "pod creates/s (32 conns, 5 s or 20k), no webhooks/policies";
+const ROW_POD_CREATE_ADMISSION: &str = "  … with 1 no-op validating webhook + 1 no-op policy";
 
 /// (row, kube-apiserver + etcd reference, target), in print order.
-const ROWS: [(&str, &str, &str); 13] = [
+const ROWS: [(&str, &str, &str); 15] = [
     (ROW_CREATE, "1,325/s", "≥ 5,000/s"),
     (ROW_CREATE_LAT, "– / 57", "–"),
     (ROW_GET, "2,744/s", "≥ 10,000/s"),
@@ -1292,6 +1587,8 @@ const ROWS: [(&str, &str, &str); 13] = [
     (ROW_CRD_READY, "–", "≤ 1 s"),
     (ROW_CR_CREATE, "–", "within 20 % of ConfigMaps"),
     (ROW_CR_RSS, "–", "–"),
+    (ROW_POD_CREATE_PLAIN, "–", "–"),
+    (ROW_POD_CREATE_ADMISSION, "–", "≥ 80 % of without"),
 ];
 
 /// The capstan column, by row.
