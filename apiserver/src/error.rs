@@ -161,6 +161,24 @@ pub enum ApiError {
         /// The store's revision.
         current: i64,
     },
+    /// Any `metav1.Status` handed on as is, for errors whose code, reason or details come
+    /// from elsewhere: a denying admission webhook's own status (upstream's `ToStatusErr`),
+    /// a ValidatingAdmissionPolicy denial with the validation's reason, or a plain Go error
+    /// that upstream's `ErrorToAPIStatus` turns into a 500 with no reason.
+    ///
+    /// Serialised like every other Status; `reason` is left out when empty (Go's
+    /// `omitempty`), and a `code` that is no HTTP status answers 500.
+    #[error("{message}")]
+    Status {
+        /// The HTTP status code (and `Status.code`).
+        code: u16,
+        /// `Status.reason`; empty for upstream's `StatusReasonUnknown`.
+        reason: String,
+        /// `Status.message`.
+        message: String,
+        /// `Status.details`, verbatim.
+        details: Option<Value>,
+    },
 }
 
 /// `Kind.group` as upstream's `GroupKind.String()` prints it (`Deployment.apps`, `ConfigMap`).
@@ -209,11 +227,14 @@ impl ApiError {
             ApiError::Timeout(_) | ApiError::TooLargeResourceVersion { .. } => {
                 StatusCode::GATEWAY_TIMEOUT
             }
+            ApiError::Status { code, .. } => {
+                StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            }
         }
     }
 
-    /// The `Status.reason`.
-    pub fn reason(&self) -> &'static str {
+    /// The `Status.reason` (empty: none, left out of the Status body).
+    pub fn reason(&self) -> &str {
         match self {
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Unauthorized => "Unauthorized",
@@ -231,6 +252,7 @@ impl ApiError {
             ApiError::Internal(_) => "InternalError",
             ApiError::ServiceUnavailable(_) => "ServiceUnavailable",
             ApiError::Timeout(_) | ApiError::TooLargeResourceVersion { .. } => "Timeout",
+            ApiError::Status { reason, .. } => reason,
         }
     }
 
@@ -290,6 +312,7 @@ impl ApiError {
                 "causes": [{ "reason": "ResourceVersionTooLarge", "message": "Too large resource version" }],
                 "retryAfterSeconds": 1,
             })),
+            ApiError::Status { details, .. } => details.clone(),
             _ => None,
         };
         let mut status = json!({
@@ -301,6 +324,11 @@ impl ApiError {
             "reason": self.reason(),
             "code": self.code().as_u16(),
         });
+        if self.reason().is_empty()
+            && let Some(fields) = status.as_object_mut()
+        {
+            fields.remove("reason");
+        }
         if let Some(d) = details {
             status["details"] = d;
         }
@@ -326,7 +354,9 @@ impl From<store::StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if matches!(self, ApiError::Internal(_)) {
+        if matches!(self, ApiError::Internal(_))
+            || matches!(self, ApiError::Status { .. } if self.code().is_server_error())
+        {
             tracing::error!(err = %self, "internal error");
         }
         let mut resp = (self.code(), axum::Json(self.status())).into_response();
@@ -373,5 +403,66 @@ mod tests {
         assert!(e.to_string().starts_with(
             "Operation cannot be fulfilled on configmaps \"c\": the object has been modified"
         ));
+    }
+
+    #[test]
+    fn status_is_handed_on_as_given() {
+        let e = ApiError::Status {
+            code: 418,
+            reason: "Teapot".into(),
+            message: "admission webhook \"x\" denied the request: short and stout".into(),
+            details: Some(json!({ "name": "n", "causes": [{ "message": "m" }] })),
+        };
+        assert_eq!(e.code(), StatusCode::IM_A_TEAPOT);
+        assert_eq!(e.reason(), "Teapot");
+        assert_eq!(
+            e.status(),
+            json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": "admission webhook \"x\" denied the request: short and stout",
+                "reason": "Teapot",
+                "code": 418,
+                "details": { "name": "n", "causes": [{ "message": "m" }] },
+            })
+        );
+    }
+
+    #[test]
+    fn status_without_reason_or_details_omits_them() {
+        let e = ApiError::Status {
+            code: 500,
+            reason: String::new(),
+            message: "conversion webhook for x failed: boom".into(),
+            details: None,
+        };
+        assert_eq!(e.to_string(), "conversion webhook for x failed: boom");
+        assert_eq!(
+            e.status(),
+            json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": "conversion webhook for x failed: boom",
+                "code": 500,
+            })
+        );
+    }
+
+    #[test]
+    fn status_with_no_http_code_answers_500() {
+        let e = ApiError::Status {
+            code: 42,
+            reason: "Odd".into(),
+            message: "m".into(),
+            details: None,
+        };
+        assert_eq!(e.code(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(e.status()["code"], 500);
+        let resp = e.into_response();
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

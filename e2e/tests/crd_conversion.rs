@@ -331,11 +331,13 @@ fn a_conversion_webhook_converts_reads_writes_lists_and_watches() {
         ])
         .expect("kubectl runs");
     assert!(!raw);
+    // Upstream's 500 without a reason: kubectl names none.
     assert!(
-        err.contains("conversion webhook for example.com/v1, Kind=WidgetList failed"),
+        err.contains(
+            "Error from server: conversion webhook for example.com/v1, Kind=WidgetList failed"
+        ),
         "{err}"
     );
-    assert!(err.contains("InternalError"), "{err}");
     let (created, _, err) = s
         .kubectl_as(
             &s.kubeconfig,

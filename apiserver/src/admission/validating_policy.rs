@@ -31,7 +31,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Attributes, Lookup, ValidatingAdmission, forbidden};
 use crate::crd::cel::{go_error, plain_to_cel};
-use crate::error::{ApiError, FieldError, Result};
+use crate::error::{ApiError, Result};
 use crate::metrics::{POLICY_CHECKS, PolicyCheckLabels};
 
 /// Storage prefix of the policies.
@@ -636,8 +636,9 @@ impl ValidatingAdmission for ValidatingAdmissionPolicy {
     }
 }
 
-/// Upstream's refusal: `admission.NewForbidden` text with the validation's reason and code
-/// (`Invalid`, 422, when it has none), the message repeated as a cause.
+/// Upstream's refusal: `admission.NewForbidden` text and details with the validation's reason
+/// (`Invalid` when it has none) and that reason's code (`reasonToCode`: 403, 401, 413, else
+/// 422), the `ValidatingAdmissionPolicy … denied request` sentence appended as a cause.
 fn deny_error(
     attrs: &Attributes<'_>,
     obj: Option<&Map<String, Value>>,
@@ -650,23 +651,24 @@ fn deny_error(
         "ValidatingAdmissionPolicy '{policy}' with binding '{binding}' denied request: {message}"
     );
     let refused = forbidden(attrs, obj, &why);
-    let ApiError::Forbidden { name, .. } = &refused else {
-        return refused;
+    let mut details = refused
+        .status()
+        .get("details")
+        .cloned()
+        .unwrap_or(json!({}));
+    details["causes"] = json!([{ "message": why }]);
+    let reason = if reason.is_empty() { "Invalid" } else { reason };
+    let code = match reason {
+        "Forbidden" => 403,
+        "Unauthorized" => 401,
+        "RequestEntityTooLarge" => 413,
+        _ => 422,
     };
-    match reason {
-        "Forbidden" => refused,
-        "Unauthorized" => ApiError::Unauthorized,
-        "RequestEntityTooLarge" => ApiError::TooLarge(0),
-        _ => ApiError::Invalid {
-            group: attrs.group.to_owned(),
-            kind: attrs.resource.to_owned(),
-            name: name.clone(),
-            causes: vec![FieldError {
-                reason: "",
-                field: String::new(),
-                message: why,
-            }],
-        },
+    ApiError::Status {
+        code,
+        reason: reason.to_owned(),
+        message: refused.to_string(),
+        details: Some(details),
     }
 }
 
@@ -1098,16 +1100,37 @@ mod tests {
         let user = UserInfo::anonymous();
         let a = attrs(&user, "deployments");
         let obj = json!({"metadata": {"name": "web"}});
-        let e = deny_error(&a, obj.as_object(), "p", "b", "too many", "Forbidden");
-        assert_eq!(
-            e.to_string(),
-            "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: too many"
-        );
-        let e = deny_error(&a, obj.as_object(), "p", "b", "too many", "");
-        assert_eq!(e.code(), http::StatusCode::UNPROCESSABLE_ENTITY);
-        assert_eq!(
-            e.status()["details"]["causes"][0]["message"],
-            "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: too many"
-        );
+        let why = "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: too many";
+        let text = format!("deployments.apps \"web\" is forbidden: {why}");
+        for (reason, code, sent) in [
+            ("Forbidden", 403, "Forbidden"),
+            ("", 422, "Invalid"),
+            ("Invalid", 422, "Invalid"),
+            ("Unauthorized", 401, "Unauthorized"),
+            ("RequestEntityTooLarge", 413, "RequestEntityTooLarge"),
+        ] {
+            let e = deny_error(&a, obj.as_object(), "p", "b", "too many", reason);
+            assert_eq!(e.to_string(), text);
+            assert_eq!(e.code().as_u16(), code);
+            assert_eq!(
+                e.status(),
+                json!({
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": text,
+                    "reason": sent,
+                    "code": code,
+                    "details": {
+                        "name": "web",
+                        "group": "apps",
+                        "kind": "deployments",
+                        "causes": [{ "message": why }],
+                    },
+                }),
+                "{reason}"
+            );
+        }
     }
 }

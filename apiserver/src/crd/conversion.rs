@@ -196,13 +196,12 @@ async fn convert(
         Some(l) => l.to_owned(),
         None => gvk_of(&objects[pending[0]]),
     };
-    let failed =
-        |e: String| ApiError::Internal(format!("conversion webhook for {gvk} failed: {e}"));
+    let failed = |e: String| webhook_failed(format!("conversion webhook for {gvk} failed: {e}"));
     let review_version = hook
         .review_versions
         .iter()
         .find(|v| *v == "v1" || *v == "v1beta1")
-        .ok_or_else(|| ApiError::Internal("no supported conversion review versions".into()))?;
+        .ok_or_else(|| webhook_failed("no supported conversion review versions".into()))?;
     let uid = uuid::Uuid::new_v4().to_string();
     let sent: Vec<Value> = pending
         .iter()
@@ -222,7 +221,7 @@ async fn convert(
         .map_err(|e| failed(e.to_string()))?;
     let converted = converted_objects(review_version, &uid, &answer).map_err(&failed)?;
     if converted.len() != pending.len() {
-        return Err(ApiError::Internal(format!(
+        return Err(webhook_failed(format!(
             "conversion webhook for {gvk} returned {} objects, expected {}",
             converted.len(),
             pending.len()
@@ -235,11 +234,22 @@ async fn convert(
             None => check_single(original, out, desired),
         };
         let restored = checked.map_err(|e| {
-            ApiError::Internal(format!("conversion webhook for {gvk} returned invalid {e}"))
+            webhook_failed(format!("conversion webhook for {gvk} returned invalid {e}"))
         })?;
         objects[*i] = restored;
     }
     Ok(objects)
+}
+
+/// A conversion webhook failure as upstream answers it: a plain Go error, which
+/// `ErrorToAPIStatus` makes a 500 with no reason (kubectl: `Error from server: …`).
+fn webhook_failed(message: String) -> ApiError {
+    ApiError::Status {
+        code: 500,
+        reason: String::new(),
+        message,
+        details: None,
+    }
 }
 
 /// The `ConversionReview` request body in `version` (upstream sends an empty response too).

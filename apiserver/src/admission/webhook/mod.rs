@@ -396,8 +396,9 @@ fn verdict(
     })
 }
 
-/// Upstream's `ToStatusErr`: the denial as the user sees it.
-fn denial(hook: &str, status: &Map<String, Value>, call: &Call<'_>) -> ApiError {
+/// Upstream's `ToStatusErr`: the webhook's own status handed on, its code raised to 403 when
+/// below 400 (or missing), its reason and details kept, its message prefixed with the hook.
+fn denial(hook: &str, status: &Map<String, Value>) -> ApiError {
     let field = |k: &str| status.get(k).and_then(Value::as_str).unwrap_or("");
     let denied = format!("admission webhook {hook:?} denied the request");
     let message = match (field("message"), field("reason")) {
@@ -405,15 +406,15 @@ fn denial(hook: &str, status: &Map<String, Value>, call: &Call<'_>) -> ApiError 
         ("", reason) => format!("{denied}: {reason}"),
         (m, _) => format!("{denied}: {m}"),
     };
-    let code = status.get("code").and_then(Value::as_u64).unwrap_or(0);
-    match code {
-        403 => ApiError::Forbidden {
-            message,
-            resource: GroupResource::new(call.resource.group, call.resource.plural),
-            name: call.name.to_owned(),
-        },
-        c if c >= 500 => ApiError::Internal(message),
-        _ => ApiError::BadRequest(message),
+    let code = match status.get("code").and_then(Value::as_i64) {
+        Some(c) if c >= 400 => u16::try_from(c).unwrap_or(u16::MAX),
+        _ => 403,
+    };
+    ApiError::Status {
+        code,
+        reason: field("reason").to_owned(),
+        message,
+        details: status.get("details").filter(|d| d.is_object()).cloned(),
     }
 }
 
@@ -539,7 +540,7 @@ pub async fn mutate(
                     return Err(ApiError::Internal(format!("Internal error occurred: {e}")));
                 }
                 Ok(Some(v)) if !v.allowed => {
-                    let err = denial(&hook.name, &v.status, call);
+                    let err = denial(&hook.name, &v.status);
                     observe(
                         hook,
                         call,
@@ -665,7 +666,7 @@ async fn validate_one(
                 observe(hook, call, "validating", started, None);
                 return None;
             }
-            let err = denial(&hook.name, &v.status, call);
+            let err = denial(&hook.name, &v.status);
             let code = err.code().as_u16();
             observe(hook, call, "validating", started, Some(("no_error", code)));
             Some(Failure::Refused(err))
@@ -776,30 +777,53 @@ mod tests {
 
     #[test]
     fn denials_read_as_upstream() {
-        let user = crate::pipeline::UserInfo::anonymous();
-        let c = call(&user);
         let status = |v: Value| v.as_object().cloned().unwrap();
         let e = denial(
             "x.example.com",
             &status(json!({ "code": 403, "message": "no" })),
-            &c,
         );
         assert_eq!(e.code(), 403);
         assert_eq!(
             e.to_string(),
             "admission webhook \"x.example.com\" denied the request: no"
         );
-        let e = denial("x.example.com", &status(json!({ "reason": "why" })), &c);
-        assert_eq!(e.code(), 400);
+        // No reason given: none sent, as upstream.
+        assert!(e.status().get("reason").is_none());
+        // Below 400 (or none): 403 with the webhook's reason kept.
+        let e = denial("x.example.com", &status(json!({ "reason": "why" })));
+        assert_eq!(e.code(), 403);
+        assert_eq!(e.status()["reason"], "why");
         assert_eq!(
             e.to_string(),
             "admission webhook \"x.example.com\" denied the request: why"
         );
-        let e = denial("x.example.com", &Map::new(), &c);
+        let e = denial("x.example.com", &Map::new());
+        assert_eq!(e.code(), 403);
         assert_eq!(
             e.to_string(),
             "admission webhook \"x.example.com\" denied the request without explanation"
         );
+        // Code, reason and details handed on as given.
+        let e = denial(
+            "x.example.com",
+            &status(
+                json!({ "code": 429, "reason": "TooManyRequests", "message": "slow down",
+                "details": { "retryAfterSeconds": 5, "causes": [{ "message": "c" }] } }),
+            ),
+        );
+        let s = e.status();
+        assert_eq!(s["code"], 429);
+        assert_eq!(s["reason"], "TooManyRequests");
+        assert_eq!(
+            s["message"],
+            "admission webhook \"x.example.com\" denied the request: slow down"
+        );
+        assert_eq!(
+            s["details"],
+            json!({ "retryAfterSeconds": 5, "causes": [{ "message": "c" }] })
+        );
+        let e = denial("x.example.com", &status(json!({ "code": 200 })));
+        assert_eq!(e.code(), 403);
     }
 
     #[test]
