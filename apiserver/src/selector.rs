@@ -167,20 +167,55 @@ impl FieldSelector {
     }
 }
 
-/// The value of the dotted JSON path `field` in `obj` as field selectors compare it: strings
-/// as they are, booleans and numbers printed, anything else (or nothing) as "".
+/// The value of field label `field` of `obj` as upstream's field sets give it: the dotted
+/// JSON path's string, or its boolean or number printed; an absent field is its Go zero
+/// value (`false` for `spec.unschedulable` and `spec.hostNetwork`, `0` for
+/// `status.replicas` and a Job's `status.successful`, "" otherwise). A few labels read
+/// other paths, as upstream's `ToSelectableFields`: a Job's `status.successful` is
+/// `status.succeeded`, a Pod's `status.podIP` the first of `status.podIPs`, an Event's
+/// `source` its `source.component` (else `reportingComponent`); `status.podIPs` is accepted
+/// but never set.
 pub fn field_value(obj: &serde_json::Map<String, Value>, field: &str) -> String {
-    let mut segs = field.split('.');
-    let first = segs.next().unwrap_or("");
-    let mut cur = obj.get(first).unwrap_or(&Value::Null);
+    let zero = match field {
+        "spec.unschedulable" | "spec.hostNetwork" => "false",
+        "status.replicas" | "status.successful" => "0",
+        _ => "",
+    };
+    let value = match field {
+        "status.successful" => path_value(obj, "status.succeeded"),
+        "status.podIPs" => None,
+        "status.podIP" => obj
+            .get("status")
+            .and_then(|s| s.get("podIPs"))
+            .and_then(|ips| ips.get(0))
+            .and_then(|ip| ip.get("ip"))
+            .and_then(scalar)
+            .or_else(|| path_value(obj, field)),
+        "source" => path_value(obj, "source.component")
+            .filter(|s| !s.is_empty())
+            .or_else(|| path_value(obj, "reportingComponent")),
+        _ => path_value(obj, field),
+    };
+    value.unwrap_or_else(|| zero.to_owned())
+}
+
+/// The scalar at the dotted JSON path `path` of `obj`, printed; `None` when absent or not a
+/// scalar.
+fn path_value(obj: &serde_json::Map<String, Value>, path: &str) -> Option<String> {
+    let mut segs = path.split('.');
+    let mut cur = obj.get(segs.next()?)?;
     for seg in segs {
-        cur = cur.get(seg).unwrap_or(&Value::Null);
+        cur = cur.get(seg)?;
     }
-    match cur {
-        Value::String(s) => s.clone(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        _ => String::new(),
+    scalar(cur)
+}
+
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
     }
 }
 
@@ -208,6 +243,37 @@ mod tests {
                 "{sel}"
             );
         }
+    }
+
+    #[test]
+    fn absent_fields_are_zero_values() {
+        let node = json!({"metadata": {"name": "n"}, "spec": {}});
+        let node = node.as_object().unwrap();
+        assert_eq!(field_value(node, "spec.unschedulable"), "false");
+        let sel = FieldSelector::parse("spec.unschedulable==false", &["spec.unschedulable"]);
+        assert!(sel.unwrap().matches(node));
+        let cordoned = json!({"spec": {"unschedulable": true}});
+        assert_eq!(
+            field_value(cordoned.as_object().unwrap(), "spec.unschedulable"),
+            "true"
+        );
+        let job = json!({"status": {"succeeded": 2}});
+        assert_eq!(
+            field_value(job.as_object().unwrap(), "status.successful"),
+            "2"
+        );
+        assert_eq!(
+            field_value(&serde_json::Map::new(), "status.successful"),
+            "0"
+        );
+        let pod = json!({"status": {"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.2"}]}});
+        assert_eq!(
+            field_value(pod.as_object().unwrap(), "status.podIP"),
+            "10.0.0.2"
+        );
+        assert_eq!(field_value(pod.as_object().unwrap(), "status.podIPs"), "");
+        let event = json!({"source": {}, "reportingComponent": "kubelet"});
+        assert_eq!(field_value(event.as_object().unwrap(), "source"), "kubelet");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Request-body codecs other than JSON.
+//! Codecs: request bodies other than JSON, and the encoding of responses.
 //!
 //! kubectl sends `application/vnd.kubernetes.protobuf` bodies for its typed commands
 //! (`create namespace|deployment|configmap|secret generic|serviceaccount|job`, `auth can-i`,
@@ -10,8 +10,16 @@
 //! `build.rs`. What the `.proto` files do not say about the JSON form (which zero values Go's
 //! JSON encoding keeps, inlined structs, a few renamed fields) comes from
 //! `apiserver/proto/json_fields.txt`, generated from the Go types.
+//!
+//! Responses: [`negotiate`] reads the Accept header (and `?pretty`, the user agent) as
+//! upstream's content negotiation does; [`respond::finish`] applies the result to what a
+//! handler wrote — metadata-only forms ([`partial`]), YAML ([`yaml`]), indented JSON.
 
+pub mod negotiate;
+pub mod partial;
 mod protobuf;
+pub mod respond;
+pub mod yaml;
 
 pub use protobuf::decode_protobuf;
 

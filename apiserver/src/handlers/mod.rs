@@ -28,6 +28,8 @@ use base64::Engine as _;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{Map, Value, json};
 
+use crate::codec::negotiate::{Convert, MetaVersion};
+use crate::codec::respond::Negotiated;
 use crate::error::{ApiError, GroupResource, Result};
 use crate::registry::catalog::ResourceInfo;
 use crate::registry::{self, Registry};
@@ -117,8 +119,16 @@ fn query_rv(q: &Query) -> &str {
     q.get("resourceVersion").map_or("", String::as_str)
 }
 
+/// A JSON response as Go's `json.Encoder` writes it (ending with a newline).
 fn json_response(code: StatusCode, value: &Value) -> Response {
-    (code, axum::Json(value)).into_response()
+    let mut body = serde_json::to_vec(value).unwrap_or_default();
+    body.push(b'\n');
+    (
+        code,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }
 
 /// Decodes an object through its kind's type and applies `fieldValidation`
@@ -211,14 +221,103 @@ pub async fn dispatch(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         audit: req.extensions().get::<crate::audit::AuditHandle>().cloned(),
     };
     let warnings = admission.warnings.clone();
-    let resp = match crate::admission::scope(admission, serve(&ctx, req)).await {
-        Ok(resp) => resp,
-        Err(err) => err.into_response(),
+    let (neg, r, streaming) = negotiate(&ctx, &admission.info, &req);
+    let resp = match neg {
+        Ok(neg) => {
+            let render = Render {
+                table: matches!(neg.output.convert, Some(Convert::Table(_))),
+                meta: match neg.output.convert {
+                    Some(Convert::PartialObjectMetadata(v)) => Some(v),
+                    _ => None,
+                },
+                include: if matches!(neg.output.convert, Some(Convert::Table(_))) {
+                    crate::tables::IncludeObject::from_query(
+                        parse_query(req.uri().query())
+                            .get("includeObject")
+                            .map(String::as_str),
+                    )
+                } else {
+                    crate::tables::IncludeObject::default()
+                },
+            };
+            let served = Box::pin(crate::admission::scope(admission, serve(&ctx, req, render)));
+            let resp = match served.await {
+                Ok(resp) => resp,
+                Err(err) => err.into_response(),
+            };
+            if streaming {
+                resp
+            } else {
+                crate::codec::respond::finish(resp, &neg, r).await
+            }
+        }
+        Err((neg, err)) => crate::codec::respond::finish(err.into_response(), &neg, r).await,
     };
     with_warnings(resp, &warnings.take())
 }
 
-async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
+/// Negotiates the response of a request (see `codec::negotiate`): the outputs, or the 406
+/// to answer; the resource; whether the response streams (watches, logs, exec, proxies),
+/// which is passed on as the handler wrote it.
+#[allow(clippy::type_complexity)]
+fn negotiate(
+    ctx: &Ctx,
+    info: &RequestInfo,
+    req: &Request,
+) -> (
+    std::result::Result<Negotiated, (Negotiated, ApiError)>,
+    Option<&'static ResourceInfo>,
+    bool,
+) {
+    let header = |name: http::header::HeaderName| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    };
+    let (accept, user_agent) = (
+        header(http::header::ACCEPT),
+        header(http::header::USER_AGENT),
+    );
+    let query = req.uri().query();
+    let watch = info.verb == "watch";
+    let streaming = watch
+        || matches!(
+            info.subresource.as_str(),
+            "log" | "exec" | "attach" | "portforward" | "proxy"
+        );
+    let r = if info.is_resource {
+        ctx.registry
+            .find(&info.group, &info.version, &info.resource)
+            .or_else(|| review::find(info))
+    } else {
+        None
+    };
+    let Some(r) = r else {
+        // Discovery and unknown paths: no conversions (upstream's default restrictions).
+        let pretty = crate::codec::negotiate::pretty_by_request(query, user_agent);
+        let out = crate::codec::negotiate::negotiate(
+            accept,
+            pretty,
+            crate::codec::negotiate::Restrictions::Default,
+        );
+        let neg = Negotiated {
+            output: out.unwrap_or(Negotiated::plain().output),
+            error: out,
+        };
+        return (Ok(neg), None, streaming);
+    };
+    let custom = crate::crd::serve::is_custom(r);
+    let neg = Negotiated::resource(accept, query, user_agent, custom, watch).map_err(|neg| {
+        let err = crate::codec::negotiate::negotiate_resource(accept, false, custom, watch)
+            .err()
+            .unwrap_or(ApiError::Internal("negotiation".into()));
+        (neg, err)
+    });
+    (neg, Some(r), streaming)
+}
+
+async fn serve(ctx: &Arc<Ctx>, req: Request, render: Render) -> Result<Response> {
     let info = req
         .extensions()
         .get::<RequestInfo>()
@@ -251,17 +350,6 @@ async fn serve(ctx: &Arc<Ctx>, req: Request) -> Result<Response> {
     if r.namespaced && namespace.is_empty() && !info.name.is_empty() {
         return Err(ApiError::NoRoute);
     }
-    let accept = parts
-        .headers
-        .get(http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let render = Render {
-        table: crate::tables::wants_table(accept),
-        include: crate::tables::IncludeObject::from_query(
-            query.get("includeObject").map(String::as_str),
-        ),
-    };
     rbac_writes::guard(&info, &parts, &body)?;
     rbac_writes::guard_patch(ctx, r, namespace, &info, &parts, &body, &query).await?;
     match (info.subresource.as_str(), info.verb.as_str()) {
@@ -478,6 +566,9 @@ fn storage_error(e: storage::Error) -> ApiError {
 #[derive(Clone, Copy)]
 pub(crate) struct Render {
     pub(crate) table: bool,
+    /// Watch events carry `PartialObjectMetadata` objects of this version (other verbs are
+    /// converted by `codec::respond`).
+    pub(crate) meta: Option<MetaVersion>,
     pub(crate) include: crate::tables::IncludeObject,
 }
 
@@ -527,7 +618,9 @@ fn decode_continue(token: &str) -> Result<(i64, String)> {
     Ok((rv, start.to_owned()))
 }
 
-/// Field selectors every resource supports, plus per-kind ones from upstream.
+/// The field labels a resource's field selectors accept, as upstream's field label
+/// conversion functions list them (`metadata.name` and `metadata.namespace` for kinds
+/// without one). Values are upstream's field sets (`selector::field_value`).
 fn selectable_fields(r: &ResourceInfo) -> Vec<&'static str> {
     let mut f = vec!["metadata.name", "metadata.namespace"];
     match (r.group, r.plural) {
@@ -539,6 +632,7 @@ fn selectable_fields(r: &ResourceInfo) -> Vec<&'static str> {
             "spec.hostNetwork",
             "status.phase",
             "status.podIP",
+            "status.podIPs",
             "status.nominatedNodeName",
         ]),
         ("", "events") => f.extend([
@@ -567,8 +661,10 @@ fn selectable_fields(r: &ResourceInfo) -> Vec<&'static str> {
             "type",
         ]),
         ("", "secrets") => f.push("type"),
-        ("", "nodes") => f.push("spec.unschedulable"),
-        ("", "namespaces") => f.push("status.phase"),
+        ("", "services") => f.extend(["spec.clusterIP", "spec.type"]),
+        // Nodes and namespaces: no metadata.namespace.
+        ("", "nodes") => f = vec!["metadata.name", "spec.unschedulable"],
+        ("", "namespaces") => f = vec!["metadata.name", "status.phase"],
         ("", "replicationcontrollers") => f.push("status.replicas"),
         ("apps", "replicasets") => f.push("status.replicas"),
         ("batch", "jobs") => f.push("status.successful"),
@@ -587,9 +683,26 @@ fn selectable_fields(r: &ResourceInfo) -> Vec<&'static str> {
     f
 }
 
-/// Selectable fields of the stored form of `r`'s objects (what its watch cache records).
+/// Field labels old clients send that upstream's conversion renames (`spec.host` of v1
+/// pods is `spec.nodeName`).
+fn legacy_field_label(r: &ResourceInfo, label: &str) -> Option<&'static str> {
+    match (r.group, r.plural, label) {
+        ("", "pods", "spec.host") => Some("spec.nodeName"),
+        _ => None,
+    }
+}
+
+/// Selectable fields of the stored form of `r`'s objects (what its watch cache records),
+/// plus the JSON paths their values are read from where those differ from the label
+/// (`status.successful` is a Job's `status.succeeded`, `status.podIP` the first of
+/// `status.podIPs`, an Event's `source` its `source.component`).
 fn stored_fields(r: &ResourceInfo) -> Vec<&'static str> {
-    selectable_fields(registry::convert::storage_resource(r).unwrap_or(r))
+    let stored = registry::convert::storage_resource(r).unwrap_or(r);
+    let mut f = selectable_fields(stored);
+    if (stored.group, stored.plural) == ("batch", "jobs") {
+        f.push("status.succeeded");
+    }
+    f
 }
 
 /// Selectors of a list or watch request; field labels are those of the stored form (see
@@ -604,10 +717,17 @@ impl Filter {
         let labels = crate::selector::LabelSelector::parse(
             q.get("labelSelector").map_or("", String::as_str),
         )?;
+        let mut allowed = selectable_fields(r);
+        allowed.extend(
+            ["spec.host"]
+                .iter()
+                .filter(|l| legacy_field_label(r, l).is_some()),
+        );
         let fields = crate::selector::FieldSelector::parse(
             q.get("fieldSelector").map_or("", String::as_str),
-            &selectable_fields(r),
+            &allowed,
         )?
+        .map_fields(|f| legacy_field_label(r, f).unwrap_or(f))
         .map_fields(|f| registry::convert::field_label_to_storage(r, f));
         Ok(Filter { labels, fields })
     }

@@ -206,6 +206,9 @@ impl WatchTask {
         } else {
             stored
         };
+        if let Some(version) = self.render.meta {
+            return event(kind, &crate::codec::partial::object_metadata(obj, version));
+        }
         if self.render.table {
             let meta = json!({ "resourceVersion": object::meta_str(obj, "resourceVersion") });
             if let Value::Object(t) = crate::tables::to_table(
@@ -218,6 +221,12 @@ impl WatchTask {
             }
         }
         event(kind, obj)
+    }
+
+    /// Whether events are built from the decoded object rather than the stored bytes (a
+    /// Table, metadata only, or a converted resource).
+    fn reencodes(&self) -> bool {
+        self.render.table || self.render.meta.is_some() || registry::convert::is_converted(self.r)
     }
 
     async fn send(&self, line: Bytes) -> bool {
@@ -234,7 +243,10 @@ impl WatchTask {
         m.insert("kind".into(), json!(self.r.kind));
         m.insert("apiVersion".into(), json!(registry::api_version(self.r)));
         m.insert("metadata".into(), meta);
-        m
+        match self.render.meta {
+            Some(version) => crate::codec::partial::object_metadata(&m, version),
+            None => m,
+        }
     }
 
     async fn gone(&self, rv: i64) {
@@ -247,7 +259,7 @@ impl WatchTask {
     /// An event line for a cached object: the stored bytes spliced, or (for a Table or a
     /// converted resource) built from the decoded object.
     async fn cached_ev(&self, kind: &str, obj: &CachedObject) -> Option<Bytes> {
-        if self.render.table || registry::convert::is_converted(self.r) {
+        if self.reencodes() {
             let m = obj.to_map()?;
             return Some(self.ev(kind, &m).await);
         }
@@ -371,7 +383,7 @@ impl WatchTask {
             return None;
         }
         if self.filter.is_empty() {
-            if self.render.table || registry::convert::is_converted(self.r) {
+            if self.reencodes() {
                 return self.cached_ev(e.kind.as_str(), &e.object).await;
             }
             return Some(e.line());
