@@ -29,7 +29,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run one store member serving the etcd v3 gRPC API.
-    Store(StoreArgs),
+    Store(Box<StoreArgs>),
     /// Run the control plane in one process: an embedded store member and the Kubernetes
     /// API server over HTTPS; creates the PKI and an admin kubeconfig on first start.
     Server(Box<ServerArgs>),
@@ -79,6 +79,29 @@ enum CertsCommand {
     /// from the cluster CA, for `capstan store --peer-cert-file/--peer-key-file` with
     /// `https://` peer URLs. Writes `<out-dir>/peer.crt` and `<out-dir>/peer.key`.
     Peer(CertsPeerArgs),
+    /// Issue a store member's serving certificate for its `https://` client URLs
+    /// (serverAuth + clientAuth, SANs of its hosts) from the cluster CA, for `capstan store
+    /// --cert-file/--key-file`. Writes `<out-dir>/server.crt` and `<out-dir>/server.key`.
+    StoreServer(CertsPeerArgs),
+    /// Issue a client certificate (CN = --name, clientAuth) from the cluster CA for the
+    /// store's client URLs with `--client-cert-auth`: etcdctl's `--cert/--key`, capstan
+    /// apiserver's `--etcd-certfile/--etcd-keyfile`. Writes `<out-dir>/<name>.crt` and
+    /// `<out-dir>/<name>.key`.
+    StoreClient(CertsClientArgs),
+}
+
+/// Flags of `capstan certs store-client`.
+#[derive(clap::Args)]
+struct CertsClientArgs {
+    /// The data directory holding the cluster CA (`pki/ca.crt`, `pki/ca.key`).
+    #[arg(long, default_value = ".capstan")]
+    data_dir: PathBuf,
+    /// The client's name (the certificate's CN).
+    #[arg(long, default_value = "apiserver-etcd-client")]
+    name: String,
+    /// Where to write `<name>.crt` and `<name>.key`.
+    #[arg(long)]
+    out_dir: PathBuf,
 }
 
 /// Flags of `capstan certs peer`.
@@ -90,10 +113,10 @@ struct CertsPeerArgs {
     /// The member's name (the certificate's CN).
     #[arg(long)]
     name: String,
-    /// Hosts (IPs or DNS names) of the member's peer URLs (comma-separated).
+    /// Hosts (IPs or DNS names) of the member's peer (or client) URLs (comma-separated).
     #[arg(long, value_delimiter = ',')]
     hosts: Vec<String>,
-    /// Where to write `peer.crt` and `peer.key`.
+    /// Where to write the certificate and key.
     #[arg(long)]
     out_dir: PathBuf,
 }
@@ -264,6 +287,15 @@ struct ServerArgs {
     /// embedded member: comma-separated client URLs (http://IP:PORT), as kube-apiserver's flag.
     #[arg(long, value_delimiter = ',')]
     etcd_servers: Vec<String>,
+    /// CA certificates that verify the `https://` --etcd-servers.
+    #[arg(long)]
+    etcd_cafile: Option<PathBuf>,
+    /// Client certificate presented to the `https://` --etcd-servers.
+    #[arg(long)]
+    etcd_certfile: Option<PathBuf>,
+    /// Private key of --etcd-certfile.
+    #[arg(long)]
+    etcd_keyfile: Option<PathBuf>,
     /// Interval of store compaction (e.g. 5m, 30s; 0s disables).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     etcd_compaction_interval: Duration,
@@ -298,6 +330,35 @@ struct ServerArgs {
     /// TokenReview version sent to the token webhook (v1 or v1beta1).
     #[arg(long, default_value = "v1")]
     authentication_token_webhook_version: String,
+    /// OIDC issuer URL (https://): its ID tokens authenticate (keys from its discovery
+    /// document).
+    #[arg(long)]
+    oidc_issuer_url: Option<String>,
+    /// The audience (`aud`) OIDC tokens must carry.
+    #[arg(long)]
+    oidc_client_id: Option<String>,
+    /// The claim holding the user name (default `sub`).
+    #[arg(long)]
+    oidc_username_claim: Option<String>,
+    /// Put before user names (default `<issuer>#` unless the claim is `email`; `-`: none).
+    #[arg(long)]
+    oidc_username_prefix: Option<String>,
+    /// The claim holding the groups (a string or a list of strings).
+    #[arg(long)]
+    oidc_groups_claim: Option<String>,
+    /// Put before each group.
+    #[arg(long)]
+    oidc_groups_prefix: Option<String>,
+    /// CA certificates that verify the issuer (default: the system's CAs).
+    #[arg(long)]
+    oidc_ca_file: Option<PathBuf>,
+    /// A claim that must be present with this value (`key=value`, repeatable).
+    #[arg(long = "oidc-required-claim")]
+    oidc_required_claims: Vec<String>,
+    /// AuthenticationConfiguration file (apiserver.config.k8s.io/v1 or v1beta1): JWT
+    /// authenticators with claim mappings and CEL validation rules; excludes --oidc-*.
+    #[arg(long)]
+    authentication_config: Option<PathBuf>,
     /// Authorizers, in order (comma-separated: Node, RBAC, Webhook, AlwaysAllow,
     /// AlwaysDeny); default Node,RBAC as kubeadm sets it (upstream's own default is
     /// AlwaysAllow). `system:masters` is always allowed first.
@@ -368,7 +429,10 @@ struct ServerArgs {
     #[arg(long)]
     node_startup_grace_period: Option<String>,
     /// Comma-separated URLs on which the embedded store member also serves the etcd v3 API
-    /// (http://IP:PORT; default: none), as a stacked etcd member does.
+    /// (https://IP:PORT or http://IP:PORT; default: none), as a stacked etcd member does.
+    /// `https://` URLs serve the certificate `pki/etcd/server.crt` (issued from the cluster
+    /// CA unless --cert-file is given) and require client certificates from the cluster CA
+    /// (`pki/etcd/healthcheck-client.crt` is one) unless --client-cert-auth=false.
     #[arg(long, value_delimiter = ',')]
     listen_client_urls: Vec<String>,
     /// The embedded store member: with `--initial-cluster` it is one member of a store
@@ -384,7 +448,8 @@ struct StoreArgs {
     /// Path to the data directory.
     #[arg(long, default_value = "default.capstan")]
     data_dir: PathBuf,
-    /// Comma-separated URLs to serve clients on (http://IP:PORT).
+    /// Comma-separated URLs to serve clients on (http://IP:PORT or, with --cert-file and
+    /// --key-file, https://IP:PORT).
     #[arg(long, default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
     listen_client_urls: Vec<String>,
     #[command(flatten)]
@@ -461,6 +526,19 @@ struct MemberArgs {
     /// Require peers to present a certificate signed by --peer-trusted-ca-file.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     peer_client_cert_auth: bool,
+    /// Certificate served on `https://` client URLs.
+    #[arg(long)]
+    cert_file: Option<PathBuf>,
+    /// Private key of --cert-file.
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// CA certificates that client certificates must chain to.
+    #[arg(long)]
+    trusted_ca_file: Option<PathBuf>,
+    /// Require clients to present a certificate signed by --trusted-ca-file (default false
+    /// for `capstan store`, as etcd; true for `capstan server`'s https:// client URLs).
+    #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    client_cert_auth: Option<bool>,
 }
 
 /// A parsed `--initial-cluster`.
@@ -520,6 +598,12 @@ impl MemberArgs {
             key_file: self.peer_key_file,
             trusted_ca_file: self.peer_trusted_ca_file,
             client_cert_auth: self.peer_client_cert_auth,
+        };
+        cfg.client_tls = store::config::ClientTls {
+            cert_file: self.cert_file,
+            key_file: self.key_file,
+            trusted_ca_file: self.trusted_ca_file,
+            client_cert_auth: self.client_cert_auth.unwrap_or(false),
         };
         cfg
     }
@@ -582,6 +666,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let (backend, local) = if args.etcd_servers.is_empty() {
         let mut member = args.member;
         secure_peers(&mut member, &pki)?;
+        secure_clients(&mut member, &args.listen_client_urls, &pki)?;
         let store_cfg = member.into_config(args.data_dir.join("store"), args.listen_client_urls);
         let listeners = store::server::bind_clients(&store_cfg).await?;
         let (node, driver) = store::node::Node::start(&store_cfg)?;
@@ -603,8 +688,13 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         if args.member.initial_cluster.is_some() || !args.listen_client_urls.is_empty() {
             anyhow::bail!("--etcd-servers replaces the embedded store member: drop its flags");
         }
+        let tls = store::transport::client_tls::DialTls {
+            ca_file: args.etcd_cafile.clone(),
+            cert_file: args.etcd_certfile.clone(),
+            key_file: args.etcd_keyfile.clone(),
+        };
         let remote =
-            store::remote::RemoteStore::connect(&args.etcd_servers, Duration::from_secs(10))
+            store::remote::RemoteStore::connect(&args.etcd_servers, &tls, Duration::from_secs(10))
                 .await
                 .with_context(|| {
                     format!(
@@ -645,6 +735,17 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
                         cache_ttl: args.authentication_token_webhook_cache_ttl,
                     },
                 ),
+            oidc: apiserver::authn::oidc_config::OidcFlags {
+                issuer_url: args.oidc_issuer_url,
+                client_id: args.oidc_client_id,
+                username_claim: args.oidc_username_claim,
+                username_prefix: args.oidc_username_prefix,
+                groups_claim: args.oidc_groups_claim,
+                groups_prefix: args.oidc_groups_prefix,
+                ca_file: args.oidc_ca_file,
+                required_claims: args.oidc_required_claims,
+            },
+            authentication_config: args.authentication_config,
         },
         authz: {
             let defaults = apiserver::authz::webhook::WebhookOptions::default();
@@ -821,6 +922,47 @@ fn secure_peers(member: &mut MemberArgs, pki: &certs::PkiPaths) -> anyhow::Resul
     Ok(())
 }
 
+/// `capstan server`'s `https://` client URLs serve TLS with client authentication by
+/// default: unless `--cert-file` is given, a serving certificate issued from the cluster CA
+/// for the hosts of its client URLs (`pki/etcd/server.crt`), client certificates required
+/// (`--client-cert-auth`, default true here) and checked against the cluster CA unless
+/// `--trusted-ca-file` is given; `pki/etcd/healthcheck-client.crt` is issued for etcdctl.
+/// `http://` client URLs stay plain text (logged).
+fn secure_clients(
+    member: &mut MemberArgs,
+    listen_client_urls: &[String],
+    pki: &certs::PkiPaths,
+) -> anyhow::Result<()> {
+    for url in listen_client_urls
+        .iter()
+        .filter(|u| u.starts_with("http://"))
+    {
+        tracing::warn!(%url, "serving the etcd API without TLS: use an https:// client URL");
+    }
+    if !listen_client_urls.iter().any(|u| u.starts_with("https://")) {
+        return Ok(());
+    }
+    let etcd_dir = pki.pki_dir.join("etcd");
+    if member.cert_file.is_none() {
+        let hosts: Vec<String> = listen_client_urls
+            .iter()
+            .chain(&member.advertise_client_urls)
+            .filter_map(|u| url_host(u))
+            .collect();
+        let (cert, key) = certs::ensure_store_server_cert(pki, &member.name, &hosts, &etcd_dir)?;
+        member.cert_file = Some(cert);
+        member.key_file = Some(key);
+    }
+    if member.trusted_ca_file.is_none() {
+        member.trusted_ca_file = Some(pki.ca_cert.clone());
+    }
+    if member.client_cert_auth.is_none() {
+        member.client_cert_auth = Some(true);
+    }
+    certs::ensure_store_client_cert(pki, "healthcheck-client", &etcd_dir)?;
+    Ok(())
+}
+
 /// The host of `scheme://host:port[/…]` (without brackets for IPv6).
 fn url_host(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
@@ -949,7 +1091,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Store(args) => store::server::run(args.into_config(), shutdown_signal())
+            Command::Store(args) => store::server::run((*args).into_config(), shutdown_signal())
                 .await
                 .map_err(anyhow::Error::from),
             Command::Server(args) => run_server(*args).await,
@@ -990,6 +1132,32 @@ fn main() -> ExitCode {
                     certs::ensure_peer_cert(&paths, &args.name, &args.hosts, &args.out_dir)?;
                 println!(
                     "[certs] peer certificate {} and key {}",
+                    cert.display(),
+                    key.display()
+                );
+                Ok(())
+            }
+            Command::Certs(CertsCommand::StoreServer(args)) => {
+                let paths = certs::PkiPaths::new(&args.data_dir);
+                let (cert, key) = certs::ensure_store_server_cert(
+                    &paths,
+                    &args.name,
+                    &args.hosts,
+                    &args.out_dir,
+                )?;
+                println!(
+                    "[certs] store serving certificate {} and key {}",
+                    cert.display(),
+                    key.display()
+                );
+                Ok(())
+            }
+            Command::Certs(CertsCommand::StoreClient(args)) => {
+                let paths = certs::PkiPaths::new(&args.data_dir);
+                let (cert, key) =
+                    certs::ensure_store_client_cert(&paths, &args.name, &args.out_dir)?;
+                println!(
+                    "[certs] store client certificate {} and key {}",
                     cert.display(),
                     key.display()
                 );

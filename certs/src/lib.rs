@@ -24,6 +24,7 @@ mod kubeconfig;
 mod layout;
 mod peer;
 mod sa_keys;
+mod store;
 
 use std::path::Path;
 
@@ -44,6 +45,7 @@ pub use kubeconfig::{CLUSTER_NAME, Kubeconfig};
 pub use layout::PkiPaths;
 pub use peer::{PEER_VALIDITY, issue_peer_cert, peer_paths, peer_sans};
 pub use sa_keys::ServiceAccountKeys;
+pub use store::{ensure_store_client_cert, ensure_store_server_cert};
 
 use crate::layout::{PRIVATE_MODE, PUBLIC_MODE, read_if_exists, write_atomic};
 

@@ -51,6 +51,8 @@ pub struct StoreConfig {
     pub initial_cluster_token: String,
     /// TLS for `https://` peer URLs.
     pub peer_tls: PeerTls,
+    /// TLS for `https://` client URLs.
+    pub client_tls: ClientTls,
     /// `--listen-metrics-urls`: plain-HTTP URLs serving `/metrics` and `/health` (none by
     /// default).
     pub listen_metrics_urls: Vec<String>,
@@ -87,6 +89,21 @@ pub struct PeerTls {
     pub trusted_ca_file: Option<PathBuf>,
     /// Require and verify client certificates on incoming peer connections
     /// (`--peer-client-cert-auth`).
+    pub client_cert_auth: bool,
+}
+
+/// Certificates for `https://` client URLs (etcd's `--cert-file`, `--key-file`,
+/// `--trusted-ca-file`, `--client-cert-auth`).
+#[derive(Debug, Clone, Default)]
+pub struct ClientTls {
+    /// The member's serving certificate on its client URLs (`--cert-file`).
+    pub cert_file: Option<PathBuf>,
+    /// Its private key (`--key-file`).
+    pub key_file: Option<PathBuf>,
+    /// CA bundle that client certificates must chain to (`--trusted-ca-file`).
+    pub trusted_ca_file: Option<PathBuf>,
+    /// Require and verify client certificates (`--client-cert-auth`): a client without one
+    /// signed by `--trusted-ca-file` fails the TLS handshake.
     pub client_cert_auth: bool,
 }
 
@@ -137,6 +154,7 @@ impl StoreConfig {
             initial_cluster_state: ClusterState::New,
             initial_cluster_token: "etcd-cluster".into(),
             peer_tls: PeerTls::default(),
+            client_tls: ClientTls::default(),
             listen_metrics_urls: Vec::new(),
         }
     }

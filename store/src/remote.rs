@@ -26,6 +26,7 @@ use crate::command::{Applied, Op};
 use crate::error::{Result, StoreError};
 use crate::mvcc::Mvcc;
 use crate::pb;
+use crate::transport::client_tls::{self, DialTls, TlsConnector, TlsEndpoint};
 
 /// Keys per page when loading the mirror.
 const PAGE: i64 = 5_000;
@@ -132,6 +133,29 @@ where
     }
 }
 
+/// A channel over TLS to `endpoints` (all `https://`): the handshake with each reachable
+/// endpoint is checked first, so an untrusted server certificate or a refused client
+/// certificate fails the start with what went wrong.
+async fn tls_channel(endpoints: &[String], tls: &DialTls) -> Result<Channel> {
+    let config = tls.client_config()?;
+    let eps: Vec<TlsEndpoint> = endpoints
+        .iter()
+        .map(|u| TlsEndpoint::parse(u))
+        .collect::<Result<_>>()?;
+    for ep in &eps {
+        if client_tls::probe(ep, &config).await? {
+            tracing::info!(url = %ep.url, "TLS with the remote store checked");
+        } else {
+            tracing::warn!(url = %ep.url, "remote store not reachable yet");
+        }
+    }
+    // The URI is a placeholder: the connector dials the endpoints itself.
+    let channel = Endpoint::from_static("http://etcd.invalid")
+        .connect_timeout(Duration::from_secs(2))
+        .connect_with_connector_lazy(TlsConnector::new(eps, config));
+    Ok(channel)
+}
+
 /// Every key at one revision, a page at a time: the mirror's starting point.
 async fn load(channel: &Channel) -> Result<Mvcc> {
     let mut kvs = Vec::new();
@@ -168,23 +192,45 @@ async fn load(channel: &Channel) -> Result<Mvcc> {
 }
 
 impl RemoteStore {
-    /// Connects to `endpoints` (`http://host:port`, balanced), loads the mirror and starts
-    /// following the remote's changes.
-    pub async fn connect(endpoints: &[String], request_timeout: Duration) -> Result<RemoteStore> {
-        let mut eps = Vec::new();
-        for url in endpoints {
-            let ep = Endpoint::from_shared(url.clone())
-                .map_err(|e| StoreError::InvalidArgument(format!("--etcd-servers {url}: {e}")))?
-                .connect_timeout(Duration::from_secs(2))
-                .tcp_nodelay(true);
-            eps.push(ep);
-        }
-        if eps.is_empty() {
+    /// Connects to `endpoints` (`http://host:port`, balanced; or `https://host:port` with
+    /// `tls`, failing over from one to the next), loads the mirror and starts following the
+    /// remote's changes.
+    pub async fn connect(
+        endpoints: &[String],
+        tls: &DialTls,
+        request_timeout: Duration,
+    ) -> Result<RemoteStore> {
+        if endpoints.is_empty() {
             return Err(StoreError::InvalidArgument(
                 "--etcd-servers is empty".into(),
             ));
         }
-        let channel = Channel::balance_list(eps.into_iter());
+        let secure = endpoints
+            .iter()
+            .filter(|u| u.starts_with("https://"))
+            .count();
+        let channel = if secure == 0 {
+            if tls.is_set() {
+                tracing::warn!(
+                    "--etcd-cafile/--etcd-certfile/--etcd-keyfile are ignored for http:// --etcd-servers"
+                );
+            }
+            let mut eps = Vec::new();
+            for url in endpoints {
+                let ep = Endpoint::from_shared(url.clone())
+                    .map_err(|e| StoreError::InvalidArgument(format!("--etcd-servers {url}: {e}")))?
+                    .connect_timeout(Duration::from_secs(2))
+                    .tcp_nodelay(true);
+                eps.push(ep);
+            }
+            Channel::balance_list(eps.into_iter())
+        } else if secure == endpoints.len() {
+            tls_channel(endpoints, tls).await?
+        } else {
+            return Err(StoreError::InvalidArgument(
+                "--etcd-servers mixes http:// and https:// URLs".into(),
+            ));
+        };
         let mirror = load(&channel).await?;
         let (tx, revision) = watch::channel(mirror.current_revision());
         let mirror = Arc::new(RwLock::new(mirror));

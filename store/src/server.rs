@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio_stream::StreamExt as _;
-use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::api::{Services, Shared};
 use crate::command::Op;
@@ -21,17 +20,33 @@ const LEASE_CHECK: Duration = Duration::from_millis(500);
 /// oversized request reaches our check and gets etcd's "request is too large".
 const GRPC_OVERHEAD: usize = 512 * 1024;
 
-/// Parses `http://host:port` into a socket address.
+/// Parses `http://host:port` into a socket address (plain-HTTP listeners: metrics).
 pub fn parse_client_url(url: &str) -> Result<SocketAddr> {
+    match parse_listen_url(url)? {
+        (addr, false) => Ok(addr),
+        (_, true) => Err(StoreError::InvalidArgument(format!(
+            "listen URL {url:?}: only http:// is supported here"
+        ))),
+    }
+}
+
+/// Parses `http://host:port` or `https://host:port` into a socket address and whether the
+/// URL asks for TLS.
+pub fn parse_listen_url(url: &str) -> Result<(SocketAddr, bool)> {
     let invalid = |why: &str| StoreError::InvalidArgument(format!("listen URL {url:?}: {why}"));
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| invalid("only http:// client URLs are supported for now"))?;
+    let (rest, tls) = if let Some(rest) = url.strip_prefix("http://") {
+        (rest, false)
+    } else if let Some(rest) = url.strip_prefix("https://") {
+        (rest, true)
+    } else {
+        return Err(invalid("expected http:// or https://"));
+    };
     let hostport = rest.trim_end_matches('/');
     let hostport = hostport.replace("localhost", "127.0.0.1");
-    hostport
+    let addr = hostport
         .parse()
-        .map_err(|_| invalid("expected http://IP:PORT"))
+        .map_err(|_| invalid("expected http(s)://IP:PORT"))?;
+    Ok((addr, tls))
 }
 
 /// Runs the member until `shutdown` completes or the Raft driver stops on a fatal error
@@ -74,20 +89,42 @@ pub async fn run(
     }
 }
 
+/// One bound client listener and, for an `https://` URL, its TLS server.
+pub struct ClientListener {
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
 /// Binds every `--listen-client-urls` address (before the member starts, so a port in use
-/// fails the start rather than a running member).
-pub async fn bind_clients(cfg: &StoreConfig) -> Result<Vec<TcpListener>> {
-    let addrs: Vec<SocketAddr> = cfg
+/// or an unusable certificate fails the start rather than a running member). `https://`
+/// URLs need `--cert-file`/`--key-file` (etcd's rule).
+pub async fn bind_clients(cfg: &StoreConfig) -> Result<Vec<ClientListener>> {
+    let urls: Vec<(SocketAddr, bool)> = cfg
         .listen_client_urls
         .iter()
-        .map(|u| parse_client_url(u))
+        .map(|u| parse_listen_url(u))
         .collect::<Result<_>>()?;
+    let acceptor = crate::transport::client_tls::acceptor(&cfg.client_tls)?;
     let mut listeners = Vec::new();
-    for addr in &addrs {
-        let l = TcpListener::bind(addr)
+    for (addr, tls) in &urls {
+        let tls = match (tls, &acceptor) {
+            (false, _) => None,
+            (true, Some(a)) => Some(a.clone()),
+            (true, None) => {
+                return Err(StoreError::InvalidArgument(format!(
+                    "https://{addr}: TLS client URLs need --cert-file and --key-file"
+                )));
+            }
+        };
+        let listener = TcpListener::bind(addr)
             .await
             .map_err(StoreError::io("listening on", addr.to_string()))?;
-        listeners.push(l);
+        listeners.push(ClientListener { listener, tls });
+    }
+    if acceptor.is_some() && urls.iter().any(|(_, tls)| !tls) {
+        tracing::warn!(
+            "--cert-file is set but some client URLs are http://: those serve plain text"
+        );
     }
     Ok(listeners)
 }
@@ -120,7 +157,7 @@ pub struct ClientServers {
 
 impl ClientServers {
     /// Starts serving the etcd v3 API of `node` on `listeners`.
-    pub fn spawn(node: &Node, cfg: &StoreConfig, listeners: Vec<TcpListener>) -> ClientServers {
+    pub fn spawn(node: &Node, cfg: &StoreConfig, listeners: Vec<ClientListener>) -> ClientServers {
         if !listeners.is_empty() {
             tracing::info!(name = %cfg.name, urls = ?cfg.listen_client_urls, "serving etcd v3 API");
         }
@@ -145,13 +182,9 @@ impl ClientServers {
                 .add_service(pb::PbClusterServer::new(s.cluster));
             let mut stop = stop_rx.clone();
             servers.spawn(async move {
-                let incoming = TcpListenerStream::new(listener).map(|conn| {
-                    conn.map(|c| {
-                        // Small gRPC frames must not wait for Nagle's algorithm.
-                        let _ = c.set_nodelay(true);
-                        crate::authority::AuthorityFix::new(c)
-                    })
-                });
+                let incoming =
+                    crate::transport::client_tls::incoming(listener.listener, listener.tls)
+                        .map(|conn| conn.map(crate::authority::AuthorityFix::new));
                 router
                     .serve_with_incoming_shutdown(incoming, async move {
                         let _ = stop.wait_for(|s| *s).await;
@@ -210,5 +243,7 @@ mod tests {
         );
         assert!(parse_client_url("http://localhost:2379/").is_ok());
         assert!(parse_client_url("unix:///tmp/x").is_err());
+        assert!(parse_client_url("https://127.0.0.1:2379").is_err());
+        assert!(parse_listen_url("https://127.0.0.1:2379").unwrap().1);
     }
 }

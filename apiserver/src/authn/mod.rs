@@ -9,6 +9,9 @@
 //! issuer discovery documents and the checks behind TokenReview.
 
 pub mod jwt;
+pub mod oidc;
+pub mod oidc_config;
+pub mod oidc_keys;
 pub mod token_file;
 pub mod webhook;
 
@@ -48,6 +51,11 @@ pub struct AuthnConfig {
     pub api_audiences: Vec<String>,
     /// `--authentication-token-webhook-*`: tokens nothing else accepts go to this webhook.
     pub token_webhook: Option<webhook::TokenWebhookConfig>,
+    /// `--oidc-*`: one OIDC issuer's tokens.
+    pub oidc: oidc_config::OidcFlags,
+    /// `--authentication-config`: an AuthenticationConfiguration file (JWT authenticators);
+    /// excludes `--oidc-*`.
+    pub authentication_config: Option<PathBuf>,
 }
 
 impl Default for AuthnConfig {
@@ -60,6 +68,8 @@ impl Default for AuthnConfig {
             service_account_issuer: DEFAULT_ISSUER.into(),
             api_audiences: Vec::new(),
             token_webhook: None,
+            oidc: oidc_config::OidcFlags::default(),
+            authentication_config: None,
         }
     }
 }
@@ -75,6 +85,7 @@ pub struct Authenticator {
     storage: Option<Storage>,
     verified: Verified,
     webhook: Option<webhook::TokenWebhook>,
+    oidc: oidc::JwtAuthenticators,
 }
 
 /// Claims of tokens whose signature was already checked, for [`VERIFIED_TTL`]: a signature
@@ -169,7 +180,18 @@ impl Authenticator {
         } else {
             cfg.api_audiences.clone()
         };
+        let jwt_configs = match (&cfg.authentication_config, cfg.oidc.is_set()) {
+            (Some(_), true) => {
+                return Err(
+                    "authentication-config file and oidc-* flags are mutually exclusive".into(),
+                );
+            }
+            (Some(path), false) => oidc_config::load(path)?,
+            (None, _) => oidc_config::from_flags(&cfg.oidc)?.into_iter().collect(),
+        };
+        let oidc = oidc::JwtAuthenticators::new(jwt_configs)?;
         Ok(Authenticator {
+            oidc,
             tokens,
             anonymous: cfg.anonymous_auth,
             signer,
@@ -230,7 +252,20 @@ impl Authenticator {
             });
         }
         let mut refused = "invalid bearer token".to_owned();
-        if jwt::looks_like_jwt(token) && !self.keys.is_empty() {
+        if jwt::looks_like_jwt(token)
+            && let Some(result) = self.oidc.authenticate(token).await
+        {
+            match result {
+                Ok(user) => {
+                    return Ok(TokenUser {
+                        user: add_authenticated(user),
+                        audiences: audiences.to_vec(),
+                    });
+                }
+                Err(err) if self.webhook.is_none() => return Err(err),
+                Err(err) => refused = err,
+            }
+        } else if jwt::looks_like_jwt(token) && !self.keys.is_empty() {
             match self.service_account(token, audiences).await {
                 Ok(user) => return Ok(user),
                 Err(err) if self.webhook.is_none() => return Err(err),

@@ -16,6 +16,7 @@
 //! The wire format is in [`wire`]. Architecture invariant: nothing here touches `RawNode`;
 //! everything reaches the driver through its request queue.
 
+pub mod client_tls;
 pub mod query;
 pub mod tls;
 pub mod wire;

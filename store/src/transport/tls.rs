@@ -27,11 +27,11 @@ pub struct PeerTlsConfig {
     pub client: Arc<rustls::ClientConfig>,
 }
 
-fn invalid(what: &str, path: &Path, e: impl std::fmt::Display) -> StoreError {
+pub(crate) fn invalid(what: &str, path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::InvalidArgument(format!("{what} {}: {e}", path.display()))
 }
 
-fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
+pub(crate) fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
     let certs: Vec<_> = CertificateDer::pem_file_iter(path)
         .map_err(|e| invalid("reading certificates from", path, e))?
         .collect::<std::result::Result<_, _>>()

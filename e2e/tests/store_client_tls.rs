@@ -1,0 +1,312 @@
+//! TLS on the store's client port, as etcd's `--cert-file`, `--key-file`,
+//! `--trusted-ca-file` and `--client-cert-auth`, driven by stock etcdctl:
+//!
+//! - `capstan store` with certificates from `capstan certs store-server|store-client`:
+//!   etcdctl with `--cacert/--cert/--key` reads and writes; without a client certificate,
+//!   with one from another CA, or speaking plain text to the port it is refused — and the
+//!   member keeps serving the good client.
+//! - `capstan server --listen-client-urls=https://…` serves TLS with client authentication
+//!   by default (`pki/etcd/server.crt`, `pki/etcd/healthcheck-client.crt`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use e2e::{ServerProcess, capstan_bin, free_port};
+
+/// A child process killed on drop, with its log file.
+struct Proc {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn capstan(args: &[&str]) {
+    let out = Command::new(capstan_bin())
+        .args(args)
+        .output()
+        .expect("capstan runs");
+    assert!(
+        out.status.success(),
+        "capstan {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// Client credentials for etcdctl: (CA, certificate, key); `None` fields are left out.
+#[derive(Clone, Copy, Default)]
+struct Creds<'a> {
+    ca: Option<&'a Path>,
+    cert: Option<&'a Path>,
+    key: Option<&'a Path>,
+}
+
+/// Runs etcdctl against `endpoint` with `creds`: (success, stdout, stderr).
+fn etcdctl(endpoint: &str, creds: Creds<'_>, args: &[&str]) -> (bool, String, String) {
+    let mut cmd = Command::new("etcdctl");
+    cmd.env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .args(["--command-timeout=5s", "--dial-timeout=3s"]);
+    if let Some(ca) = creds.ca {
+        cmd.arg(format!("--cacert={}", s(ca)));
+    }
+    if let Some(cert) = creds.cert {
+        cmd.arg(format!("--cert={}", s(cert)));
+    }
+    if let Some(key) = creds.key {
+        cmd.arg(format!("--key={}", s(key)));
+    }
+    let out = cmd
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("etcdctl runs (apt-get install etcd-client)");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Polls `f` until it holds or `secs` pass; panics with `log()`.
+fn eventually(secs: u64, what: &str, log: impl Fn() -> String, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; log:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn capstan_store_serves_tls_and_refuses_clients_without_a_trusted_certificate() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let pki = tmp.path().join("pki-root");
+    capstan(&["certs", "init", "--data-dir", s(&pki)]);
+    let etcd_dir = pki.join("etcd");
+    capstan(&[
+        "certs",
+        "store-server",
+        "--data-dir",
+        s(&pki),
+        "--name",
+        "m1",
+        "--hosts",
+        "127.0.0.1",
+        "--out-dir",
+        s(&etcd_dir),
+    ]);
+    capstan(&[
+        "certs",
+        "store-client",
+        "--data-dir",
+        s(&pki),
+        "--name",
+        "etcdctl",
+        "--out-dir",
+        s(&etcd_dir),
+    ]);
+    // A client certificate from another CA.
+    let other = tmp.path().join("other-root");
+    capstan(&["certs", "init", "--data-dir", s(&other)]);
+    capstan(&[
+        "certs",
+        "store-client",
+        "--data-dir",
+        s(&other),
+        "--name",
+        "etcdctl",
+        "--out-dir",
+        s(&other.join("etcd")),
+    ]);
+
+    let ca = pki.join("pki/ca.crt");
+    let port = free_port();
+    let url = format!("https://127.0.0.1:{port}");
+    let log = tmp.path().join("store.log");
+    let child = Command::new(capstan_bin())
+        .arg("store")
+        .args(["--name", "m1", "--listen-client-urls", &url])
+        .arg("--data-dir")
+        .arg(tmp.path().join("m1"))
+        .arg("--cert-file")
+        .arg(etcd_dir.join("server.crt"))
+        .arg("--key-file")
+        .arg(etcd_dir.join("server.key"))
+        .arg("--trusted-ca-file")
+        .arg(&ca)
+        .arg("--client-cert-auth")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawn capstan store");
+    let store = Proc { child, log };
+
+    let (cert, key) = (etcd_dir.join("etcdctl.crt"), etcd_dir.join("etcdctl.key"));
+    let good = Creds {
+        ca: Some(&ca),
+        cert: Some(&cert),
+        key: Some(&key),
+    };
+    eventually(
+        30,
+        "the TLS member to answer",
+        || store.log(),
+        || etcdctl(&url, good, &["endpoint", "health"]).0,
+    );
+
+    let (ok, out, err) = etcdctl(&url, good, &["put", "/secret", "s3cr3t"]);
+    assert!(ok && out.trim() == "OK", "{out} {err}");
+    let (ok, out, err) = etcdctl(&url, good, &["get", "/secret", "--print-value-only"]);
+    assert!(ok && out.trim() == "s3cr3t", "{out} {err}");
+    // etcdctl 3.4's `endpoint status` sends `:authority: https://…`.
+    let (ok, out, err) = etcdctl(&url, good, &["endpoint", "status", "-w", "json"]);
+    assert!(ok && out.contains("\"leader\""), "{out} {err}");
+
+    // No client certificate: refused.
+    let ca_only = Creds {
+        ca: Some(&ca),
+        ..Creds::default()
+    };
+    let (ok, out, _) = etcdctl(&url, ca_only, &["get", "/secret", "--print-value-only"]);
+    assert!(
+        !ok && !out.contains("s3cr3t"),
+        "read without a client cert: {out}"
+    );
+    // A client certificate from another CA: refused.
+    let (ocert, okey) = (
+        other.join("etcd/etcdctl.crt"),
+        other.join("etcd/etcdctl.key"),
+    );
+    let foreign = Creds {
+        ca: Some(&ca),
+        cert: Some(&ocert),
+        key: Some(&okey),
+    };
+    let (ok, out, _) = etcdctl(&url, foreign, &["get", "/secret", "--print-value-only"]);
+    assert!(
+        !ok && !out.contains("s3cr3t"),
+        "read with a foreign cert: {out}"
+    );
+    // A client that does not trust the member's CA refuses it.
+    let other_ca = other.join("pki/ca.crt");
+    let distrust = Creds {
+        ca: Some(&other_ca),
+        cert: Some(&cert),
+        key: Some(&key),
+    };
+    let (ok, out, _) = etcdctl(&url, distrust, &["get", "/secret"]);
+    assert!(!ok && !out.contains("s3cr3t"), "{out}");
+    // Plain text to the TLS port: refused.
+    let (ok, out, _) = etcdctl(
+        &format!("http://127.0.0.1:{port}"),
+        Creds::default(),
+        &["get", "/secret"],
+    );
+    assert!(!ok && !out.contains("s3cr3t"), "plain-text read: {out}");
+
+    // The member kept serving the good client.
+    let (ok, out, err) = etcdctl(&url, good, &["put", "/after", "1"]);
+    assert!(ok && out.trim() == "OK", "{out} {err}\n{}", store.log());
+    assert!(
+        store.log().contains("TLS handshake failed"),
+        "the refused handshakes are logged: {}",
+        store.log()
+    );
+}
+
+#[test]
+fn capstan_store_refuses_https_urls_without_a_certificate() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(capstan_bin())
+        .arg("store")
+        .args([
+            "--listen-client-urls",
+            &format!("https://127.0.0.1:{}", free_port()),
+        ])
+        .arg("--data-dir")
+        .arg(tmp.path().join("m"))
+        .output()
+        .expect("capstan store");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--cert-file and --key-file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn capstan_server_https_client_urls_require_client_certificates_by_default() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("server");
+    let url = format!("https://127.0.0.1:{}", free_port());
+    let server =
+        ServerProcess::start_with(&dir, &[&format!("--listen-client-urls={url}")]).expect("start");
+    let (ok, out, err) = server
+        .kubectl(&["create", "configmap", "tls-check", "--from-literal=a=1"])
+        .expect("kubectl");
+    assert!(ok, "{out} {err}");
+
+    let ca = dir.join("pki/ca.crt");
+    let cert = dir.join("pki/etcd/healthcheck-client.crt");
+    let key = dir.join("pki/etcd/healthcheck-client.key");
+    let good = Creds {
+        ca: Some(&ca),
+        cert: Some(&cert),
+        key: Some(&key),
+    };
+    let mut keys = String::new();
+    eventually(
+        20,
+        "the member's etcd API",
+        || server.log(),
+        || {
+            let (ok, out, _) = etcdctl(
+                &url,
+                good,
+                &["get", "/registry/", "--prefix", "--keys-only"],
+            );
+            keys = out;
+            ok
+        },
+    );
+    assert!(
+        keys.contains("/registry/core/configmaps/default/tls-check"),
+        "{keys}"
+    );
+
+    let ca_only = Creds {
+        ca: Some(&ca),
+        ..Creds::default()
+    };
+    let (ok, out, _) = etcdctl(
+        &url,
+        ca_only,
+        &["get", "/registry/", "--prefix", "--keys-only"],
+    );
+    assert!(!ok && !out.contains("/registry/"), "{out}");
+    // The API server is unaffected by the refused client.
+    let (ok, out, err) = server
+        .kubectl(&["get", "configmap", "tls-check", "-o", "jsonpath={.data.a}"])
+        .expect("kubectl");
+    assert!(ok && out == "1", "{out} {err}");
+}
