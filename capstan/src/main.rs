@@ -411,6 +411,11 @@ struct ServerArgs {
     /// Simulated nodes to run in-process (0: none).
     #[arg(long, default_value_t = 3)]
     nodes: usize,
+    /// How the in-process nodes run pods: `simulated` (default: no process runs) or
+    /// `process` (containers' commands run on this host in their own mount and PID
+    /// namespaces; each node serves the kubelet API for logs, exec and attach).
+    #[arg(long, value_enum, default_value_t = nodes::Runtime::Simulated)]
+    node_runtime: nodes::Runtime,
     /// Do not run the scheduler in-process (as k3s' flag).
     #[arg(long)]
     disable_scheduler: bool,
@@ -785,6 +790,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         },
     };
     tracing::info!(kubeconfig = %pki.admin_kubeconfig.display(), "admin kubeconfig written");
+    configure_kubelet_client(&pki)?;
     let components = CancellationToken::new();
     let mut tasks = Vec::new();
     if !args.disable_scheduler {
@@ -829,6 +835,10 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         #[allow(clippy::needless_update)] // the other flags keep their defaults
         let options = nodes::Options {
             count: args.nodes,
+            runtime: args.node_runtime,
+            runtime_dir: args.data_dir.join("nodes"),
+            pki_dir: Some(pki.pki_dir.clone()),
+            api_server_url: Some(server_url.clone()),
             ..nodes::Options::default()
         };
         tasks.push(spawn_component(
@@ -982,6 +992,15 @@ fn url_host(url: &str) -> Option<String> {
 const SCHEDULER_USER: &str = "system:kube-scheduler";
 /// The user the in-process controller manager authenticates as (kube-controller-manager's).
 const CONTROLLER_MANAGER_USER: &str = "system:kube-controller-manager";
+/// Gives the API server its kubelet client certificate (issued in memory from the cluster
+/// CA at each start), so it can reach process nodes' kubelets for logs, exec and attach.
+fn configure_kubelet_client(pki: &certs::PkiPaths) -> anyhow::Result<()> {
+    let ca = certs::CertificateAuthority::load(&pki.ca_cert, &pki.ca_key)?;
+    let client = certs::issue_client_cert(&ca, "kube-apiserver-kubelet-client", &[])?;
+    apiserver::handlers::kubelet_proxy::configure(ca.cert_pem(), &client.cert_pem, &client.key_pem)
+        .map_err(anyhow::Error::msg)
+}
+
 /// The user the in-process simulated nodes connect as; it impersonates `system:node:<name>`
 /// for each node's own requests.
 const NODE_FLEET_USER: &str = "system:capstan:node-fleet";

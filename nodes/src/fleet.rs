@@ -105,6 +105,13 @@ pub(crate) async fn plan(api: &FleetApi, opts: &Options) -> anyhow::Result<Vec<A
                 }
             },
         };
+        // Process nodes are reached on loopback: their kubelet API listens there and their
+        // pods share the host's network.
+        let ip = if opts.runtime == crate::Runtime::Process {
+            Ipv4Addr::LOCALHOST
+        } else {
+            ip
+        };
         let zone = zones[i % zones.len()].to_owned();
         nodes.push(Arc::new(SimNode::new(name, zone, cidr, ip)));
     }

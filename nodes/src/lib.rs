@@ -11,17 +11,34 @@
 mod api;
 mod cidr;
 mod fleet;
+mod kubelet;
 mod node;
 mod pod;
+mod process;
 mod program;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 pub use node::SIMULATED_ANNOTATION;
+pub use process::KubeletPki;
+
+/// How the nodes run the pods bound to them.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Runtime {
+    /// No process runs: containers go through the kubelet's lifecycle on timers read from
+    /// their command lines (the default; safe for thousands of nodes).
+    #[default]
+    Simulated,
+    /// Each container's command runs as a process on this host, in its own mount and PID
+    /// namespaces, as an unprivileged user; each node serves the kubelet API (logs, exec,
+    /// attach). Images are not pulled: the host's filesystem is the container's root.
+    Process,
+}
 
 /// Flags of `capstan nodes`; `Default` gives the values `capstan server` runs them with
 /// (its `--nodes` flag sets `count`).
@@ -75,6 +92,20 @@ pub struct Options {
     /// `--pod-events=false` saves those writes in benchmarks.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub pod_events: bool,
+    /// `simulated` (default) or `process`: run containers' commands as host processes.
+    #[arg(long, value_enum, default_value_t = Runtime::Simulated)]
+    pub runtime: Runtime,
+    /// Process runtime: where pods' volumes, logs and container roots live.
+    #[arg(long, default_value = "capstan-nodes")]
+    pub runtime_dir: PathBuf,
+    /// Process runtime: the directory holding the cluster CA (`ca.crt`, `ca.key`), which
+    /// issues each node's kubelet serving certificate and authenticates the API server.
+    #[arg(long)]
+    pub pki_dir: Option<PathBuf>,
+    /// Process runtime: the API server URL pods are given (`KUBERNETES_SERVICE_HOST`,
+    /// `KUBERNETES_SERVICE_PORT`).
+    #[arg(long)]
+    pub api_server_url: Option<String>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -99,6 +130,10 @@ impl Default for Options {
             node_status_report_frequency: Duration::from_secs(300),
             impersonate: true,
             pod_events: true,
+            runtime: Runtime::Simulated,
+            runtime_dir: PathBuf::from("capstan-nodes"),
+            pki_dir: None,
+            api_server_url: None,
         }
     }
 }
@@ -116,8 +151,12 @@ pub async fn run(
         count = nodes.len(),
         prefix = %options.name_prefix,
         impersonate = options.impersonate,
-        "starting simulated nodes"
+        runtime = ?options.runtime,
+        "starting nodes"
     );
+    if options.runtime == Runtime::Process {
+        process::start_nodes(&options, &nodes, &shutdown).await?;
+    }
     let by_name: Arc<HashMap<String, Arc<node::SimNode>>> =
         Arc::new(nodes.iter().map(|n| (n.name.clone(), n.clone())).collect());
     let node_watch = tokio::spawn(fleet::watch_nodes(

@@ -46,6 +46,8 @@ pub(crate) struct SimNode {
     changed: tokio::sync::Notify,
     /// Set when this run created the Node (so its Lease is created without a read first).
     fresh: AtomicBool,
+    /// The process runtime of this node, when it runs pods as processes.
+    pub(crate) process: std::sync::OnceLock<std::sync::Arc<crate::process::ProcessNode>>,
 }
 
 impl SimNode {
@@ -60,6 +62,7 @@ impl SimNode {
             observed: Mutex::new(None),
             changed: tokio::sync::Notify::new(),
             fresh: AtomicBool::new(false),
+            process: std::sync::OnceLock::new(),
         }
     }
 
@@ -74,9 +77,14 @@ impl SimNode {
         })
     }
 
-    fn annotations() -> Value {
+    fn annotations(&self) -> Value {
+        let simulated = if self.process.get().is_some() {
+            "false"
+        } else {
+            "true"
+        };
         json!({
-            SIMULATED_ANNOTATION: "true",
+            SIMULATED_ANNOTATION: simulated,
             "volumes.kubernetes.io/controller-managed-attach-detach": "true",
         })
     }
@@ -89,7 +97,7 @@ impl SimNode {
             "metadata": {
                 "name": self.name,
                 "labels": self.labels(),
-                "annotations": Self::annotations(),
+                "annotations": self.annotations(),
             },
             "spec": {
                 "podCIDR": self.pod_cidr.to_string(),
@@ -144,14 +152,14 @@ impl SimNode {
                 {"type": "InternalIP", "address": self.ip.to_string()},
                 {"type": "Hostname", "address": self.name},
             ],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self.process.get().map_or(10250, |p| p.kubelet_port)}},
             "nodeInfo": {
                 "machineID": hex_id(&self.name, "machine", 32),
                 "systemUUID": uuid_like(&self.name),
                 "bootID": uuid_like(&format!("{}-{}", self.name, process_start())),
                 "kernelVersion": "6.1.0-capstan-amd64",
-                "osImage": "Capstan simulated node",
-                "containerRuntimeVersion": concat!("capstan://", env!("CARGO_PKG_VERSION")),
+                "osImage": if self.process.get().is_some() { "Capstan process node (host root, images not pulled)" } else { "Capstan simulated node" },
+                "containerRuntimeVersion": if self.process.get().is_some() { concat!("capstan-process://", env!("CARGO_PKG_VERSION")) } else { concat!("capstan://", env!("CARGO_PKG_VERSION")) },
                 "kubeletVersion": KUBELET_VERSION,
                 "operatingSystem": "linux",
                 "architecture": "amd64",
@@ -180,11 +188,11 @@ impl SimNode {
                             .all(|(k, v)| existing["metadata"][field].get(k) == Some(v))
                     })
                 };
-                if !covers("labels", &self.labels()) || !covers("annotations", &Self::annotations())
+                if !covers("labels", &self.labels()) || !covers("annotations", &self.annotations())
                 {
                     let patch = json!({"metadata": {
                         "labels": self.labels(),
-                        "annotations": Self::annotations(),
+                        "annotations": self.annotations(),
                     }});
                     let _: Value = api
                         .send(name, &Call::patch(self.path(), &patch, MERGE))

@@ -9,6 +9,7 @@ mod delete;
 mod dry_run;
 mod eviction;
 mod freshness;
+pub mod kubelet_proxy;
 mod node_proxy;
 mod object;
 mod rbac_writes;
@@ -477,14 +478,23 @@ async fn serve(ctx: &Arc<Ctx>, req: Request, render: Render) -> Result<Response>
                     .connect_webhooks(r, namespace, &info.name, kind, options)
                     .await?;
             }
-            node_proxy::pod(ctx, r, namespace, &info.name, &info.subresource, &query).await
+            node_proxy::pod(
+                ctx,
+                r,
+                namespace,
+                &info.name,
+                &info.subresource,
+                &query,
+                &parts,
+            )
+            .await
         }
         ("proxy", _) if r.kind == "Node" => {
             let (_, options) = connect_options("proxy", &query);
             ctx.admission
                 .connect_webhooks(r, "", &info.name, "NodeProxyOptions", options)
                 .await?;
-            node_proxy::node(ctx, r, &info.name).await
+            node_proxy::node(ctx, r, &info.name, &parts).await
         }
         ("eviction", "create") if r.subresource("eviction").is_some() => {
             eviction::evict(ctx, r, namespace, &info.name, &parts.headers, &body, &query).await

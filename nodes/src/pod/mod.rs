@@ -22,6 +22,7 @@ use crate::api::{Call, FleetApi, Lane, STRATEGIC, status_code};
 use crate::node::{SimNode, hex_id, time};
 use crate::program::{DURATION_ANNOTATION, Program};
 
+mod process;
 mod status;
 
 /// Exit code of a container stopped by the kill on pod deletion (SIGTERM).
@@ -57,6 +58,8 @@ struct Exit {
     started: Timestamp,
     finished: Timestamp,
     id: String,
+    /// The termination message (process runtime).
+    message: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -89,7 +92,7 @@ struct Ctr {
 }
 
 impl Ctr {
-    fn new(c: &Container, kind: Kind, duration: Option<&str>) -> Self {
+    fn new(c: &Container, kind: Kind, duration: Option<&str>, process: bool) -> Self {
         let delay = |p: Option<&k8s_openapi::api::core::v1::Probe>| {
             p.map(|p| {
                 Duration::from_secs(
@@ -105,11 +108,16 @@ impl Ctr {
             name: c.name.clone(),
             image: c.image.clone().unwrap_or_default(),
             kind,
-            program: Program::of(
-                c.command.as_deref().unwrap_or_default(),
-                c.args.as_deref().unwrap_or_default(),
-                duration,
-            ),
+            // Real processes end when they end.
+            program: if process {
+                Program::FOREVER
+            } else {
+                Program::of(
+                    c.command.as_deref().unwrap_or_default(),
+                    c.args.as_deref().unwrap_or_default(),
+                    duration,
+                )
+            },
             ready_after: delay(c.readiness_probe.as_ref()),
             started_after: delay(c.startup_probe.as_ref()),
             state: State::Waiting {
@@ -175,6 +183,10 @@ struct Sim {
     conditions: HashMap<&'static str, (&'static str, Value)>,
     /// Events not posted yet.
     events: Vec<PodEvent>,
+    /// Containers are real processes (the process runtime) rather than timers.
+    process: bool,
+    /// Whether containers may start (the process runtime prepares the sandbox first).
+    sandbox_ready: bool,
 }
 
 /// An event the kubelet would record about one of the pod's containers.
@@ -202,6 +214,7 @@ impl Sim {
     /// Starts simulating `pod` on `node`: adopts what an earlier run reported (start time,
     /// IP, container states) so a restarted fleet carries on, else starts it now.
     fn new(pod: &Pod, node: &SimNode, now: Timestamp) -> Self {
+        let process = node.process.get().is_some();
         let spec = pod.spec.clone().unwrap_or_default();
         let duration = pod
             .metadata
@@ -216,10 +229,10 @@ impl Sim {
             } else {
                 Kind::Init
             };
-            containers.push(Ctr::new(c, kind, duration));
+            containers.push(Ctr::new(c, kind, duration, process));
         }
         for c in &spec.containers {
-            containers.push(Ctr::new(c, Kind::Regular, duration));
+            containers.push(Ctr::new(c, Kind::Regular, duration, process));
         }
         let status = pod.status.clone().unwrap_or_default();
         let host_network = spec.host_network.unwrap_or(false);
@@ -239,6 +252,8 @@ impl Sim {
             delete_sent: false,
             conditions: HashMap::new(),
             events: Vec::new(),
+            process,
+            sandbox_ready: !process,
         };
         for c in status.conditions.as_deref().unwrap_or_default() {
             if let (Some(kind), Some(st)) = (condition_type(&c.type_), static_status(&c.status)) {
@@ -279,6 +294,7 @@ impl Sim {
                 started: ts(t.started_at.as_ref()).unwrap_or(now),
                 finished: ts(t.finished_at.as_ref()).unwrap_or(now),
                 id: t.container_id.clone().unwrap_or_else(|| id.clone()),
+                message: t.message.clone(),
             };
             c.last = cs
                 .last_state
@@ -286,7 +302,26 @@ impl Sim {
                 .and_then(|l| l.terminated.as_ref())
                 .map(exit);
             if let Some(state) = &cs.state {
-                if let Some(r) = &state.running {
+                if let (Some(r), true) = (&state.running, process) {
+                    // Its process did not outlive the node that ran it (as containers
+                    // the kubelet cannot find after a restart).
+                    let lost = Exit {
+                        code: 137,
+                        reason: "ContainerStatusUnknown",
+                        started: ts(r.started_at.as_ref()).unwrap_or(now),
+                        finished: now,
+                        id: id.clone(),
+                        message: Some(
+                            "The container could not be located when the node restarted".into(),
+                        ),
+                    };
+                    c.restarts += 1;
+                    c.last = Some(lost);
+                    c.state = State::Waiting {
+                        reason: "ContainerCreating",
+                        until: None,
+                    };
+                } else if let Some(r) = &state.running {
                     c.state = State::Running {
                         since: ts(r.started_at.as_ref()).unwrap_or(now),
                         id: id.clone(),
@@ -301,7 +336,8 @@ impl Sim {
                 }
             }
         }
-        if host_network {
+        if host_network || process {
+            // Process pods share the host's network.
             sim.pod_ip = Some(node.ip);
         } else if let Some(ip) = status
             .pod_ip
@@ -413,6 +449,7 @@ impl Sim {
                         started: *since,
                         finished: now,
                         id: id.clone(),
+                        message: None,
                     });
                 }
             }
@@ -429,7 +466,8 @@ impl Sim {
     /// Advances container `i`: starts it, ends it when its program ends, restarts it as
     /// the restart policy says (with the kubelet's back-off).
     fn step(&mut self, i: usize, now: Timestamp, wake: &mut Option<Timestamp>) {
-        if self.step_inner(i, now, wake) {
+        // The process runtime records these once the process has really started.
+        if self.step_inner(i, now, wake) && !self.process {
             let c = &self.containers[i];
             let image = c.image.clone();
             let name = c.name.clone();
@@ -466,6 +504,9 @@ impl Sim {
         let mut soonest = |t: Timestamp| *wake = Some(wake.map_or(t, |w| w.min(t)));
         let policy = self.policy;
         let uid = self.uid.clone();
+        // Nothing (re)starts once the pod is being deleted, nor before its sandbox is ready.
+        let may_start = self.kill_at.is_none() && self.sandbox_ready;
+        let process = self.process;
         let c = &mut self.containers[i];
         // Bounded: each restart after the first waits at least 10 s of simulated time.
         for _ in 0..10_000 {
@@ -474,8 +515,9 @@ impl Sim {
                     soonest(*u);
                     return started;
                 }
+                State::Waiting { .. } if !may_start => return started,
                 State::Waiting { until, .. } => {
-                    let since = until.unwrap_or(now);
+                    let since = if process { now } else { until.unwrap_or(now) };
                     let id = format!(
                         "capstan://{}",
                         hex_id(&uid, &format!("{}#{}", c.name, c.restarts), 64)
@@ -499,23 +541,9 @@ impl Sim {
                         started: *since,
                         finished: end,
                         id: id.clone(),
+                        message: None,
                     };
-                    let restart = match (c.kind, policy) {
-                        (Kind::Sidecar, _) => true,
-                        (_, RestartPolicy::Never) => false,
-                        (Kind::Init, _) | (Kind::Regular, RestartPolicy::OnFailure) => code != 0,
-                        (Kind::Regular, RestartPolicy::Always) => true,
-                    };
-                    if restart {
-                        let delay = backoff(c.restarts);
-                        c.restarts += 1;
-                        c.last = Some(exit);
-                        c.state = State::Waiting {
-                            reason: "CrashLoopBackOff",
-                            until: Some(end + delay),
-                        };
-                    } else {
-                        c.state = State::Terminated(exit);
+                    if !finish(c, policy, exit, true) {
                         return started;
                     }
                 }
@@ -535,6 +563,7 @@ impl Sim {
                     started: *since,
                     finished: now,
                     id: id.clone(),
+                    message: None,
                 });
             }
         }
@@ -597,6 +626,32 @@ fn lock(node: &SimNode) -> std::sync::MutexGuard<'_, crate::cidr::PodIps> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Ends container `c`'s run with `exit`; restarts it (after the back-off) as the restart
+/// policy says unless `may_restart` is false. Returns whether it will run again.
+fn finish(c: &mut Ctr, policy: RestartPolicy, exit: Exit, may_restart: bool) -> bool {
+    let restart = may_restart
+        && match (c.kind, policy) {
+            (Kind::Sidecar, _) => true,
+            (_, RestartPolicy::Never) => false,
+            (Kind::Init, _) | (Kind::Regular, RestartPolicy::OnFailure) => exit.code != 0,
+            (Kind::Regular, RestartPolicy::Always) => true,
+        };
+    if restart {
+        let delay = backoff(c.restarts);
+        let end = exit.finished;
+        c.restarts += 1;
+        c.last = Some(exit);
+        c.state = State::Waiting {
+            reason: "CrashLoopBackOff",
+            until: Some(end + delay),
+        };
+        true
+    } else {
+        c.state = State::Terminated(exit);
+        false
+    }
+}
+
 /// The kubelet's crash-loop back-off before restart number `restarts + 1`: the first
 /// restart is immediate, then 10 s doubling to 5 min.
 fn backoff(restarts: i32) -> SignedDuration {
@@ -638,6 +693,10 @@ pub(crate) async fn run(
         return;
     };
     let mut sim = Sim::new(&first, &node, Timestamp::now());
+    let mut driver = node.process.get().map(|pn| {
+        process::Driver::new(pn.clone(), node.clone(), api.clone(), opts.clone(), &first)
+    });
+    let mut gone = false;
     // A digest of the status last written (cheaper to keep than the document).
     let mut reported: Option<u64> = None;
     // When the API's diverging copy last made us write our status again.
@@ -645,11 +704,23 @@ pub(crate) async fn run(
     let path = format!("/api/v1/namespaces/{}/pods/{}", sim.namespace, sim.name);
     loop {
         let Some(pod) = updates.borrow_and_update().clone() else {
+            gone = true;
             break;
         };
         let now = Timestamp::now();
         sim.observe_deletion(&pod, now, opts.max_grace);
+        let mut retry = None;
+        if let Some(d) = driver.as_mut() {
+            retry = d.before(&mut sim, &pod, now).await;
+        }
+        let now = Timestamp::now();
         let mut wake = sim.advance(now);
+        if let Some(d) = driver.as_mut() {
+            let again = d.after(&mut sim, &pod, now).await;
+            for t in [retry, again].into_iter().flatten() {
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+        }
         if sim.terminal() && sim.ip_held && !sim.host_network {
             if let Some(ip) = sim.pod_ip {
                 lock(&node).release(ip);
@@ -738,7 +809,17 @@ pub(crate) async fn run(
             .min();
         tokio::select! {
             () = shutdown.cancelled() => break,
-            changed = updates.changed() => if changed.is_err() { break },
+            changed = updates.changed() => if changed.is_err() { gone = true; break },
+            Some(exit) = async {
+                match driver.as_mut() {
+                    Some(d) => d.next_exit().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Some(d) = driver.as_mut() {
+                    d.exited(&mut sim, exit);
+                }
+            }
             () = async {
                 match sleep {
                     Some(at) => tokio::time::sleep_until(at).await,
@@ -746,6 +827,9 @@ pub(crate) async fn run(
                 }
             } => {}
         }
+    }
+    if let Some(d) = driver {
+        d.stop(&mut sim, gone).await;
     }
     if sim.ip_held
         && !sim.host_network

@@ -165,13 +165,17 @@ impl Sim {
 
 fn container_status(c: &Ctr, now: Timestamp) -> Value {
     let terminated = |e: &Exit| {
-        json!({"terminated": {
+        let mut t = json!({
             "exitCode": e.code,
             "reason": e.reason,
             "startedAt": time(e.started),
             "finishedAt": time(e.finished),
             "containerID": e.id,
-        }})
+        });
+        if let Some(m) = e.message.as_ref().filter(|m| !m.is_empty()) {
+            t["message"] = json!(m);
+        }
+        json!({"terminated": t})
     };
     let (state, id) = match &c.state {
         State::Waiting { reason, .. } => {

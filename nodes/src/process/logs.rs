@@ -1,0 +1,311 @@
+//! Container logs in the CRI format the kubelet reads (`<RFC 3339 nano> <stream> <F|P>
+//! <content>`, one line per output line, `P` for a fragment of a longer line), and their
+//! reading as `GET /containerLogs` serves them: `tailLines`, `sinceSeconds`/`sinceTime`,
+//! `timestamps`, `limitBytes`, `follow`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use k8s_openapi::jiff::Timestamp;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{Mutex, broadcast, mpsc, watch};
+
+/// Longest line written as one entry; longer ones are split into `P` fragments (as
+/// containerd's 16 KiB buffer).
+const MAX_LINE: usize = 16 * 1024;
+/// Largest log file per container instance; output past it is dropped (and said once), as
+/// a stand-in for the kubelet's rotation at `containerLogMaxSize` (10 MiB).
+pub(crate) const MAX_LOG_BYTES: u64 = 10 * 1024 * 1024;
+
+/// A container instance's log file, shared by its stdout and stderr pumps.
+pub(crate) struct LogFile {
+    file: Mutex<(tokio::fs::File, u64)>,
+}
+
+impl LogFile {
+    /// Creates (truncates) the file at `path`.
+    pub(crate) async fn create(path: &Path) -> std::io::Result<Arc<Self>> {
+        let file = tokio::fs::File::create(path).await?;
+        Ok(Arc::new(LogFile {
+            file: Mutex::new((file, 0)),
+        }))
+    }
+
+    async fn write_entry(&self, stream: &str, tag: char, content: &[u8]) {
+        let mut line = format!("{} {stream} {tag} ", Timestamp::now()).into_bytes();
+        line.extend_from_slice(content);
+        line.push(b'\n');
+        let mut guard = self.file.lock().await;
+        let (file, written) = &mut *guard;
+        if *written >= MAX_LOG_BYTES {
+            return;
+        }
+        *written += line.len() as u64;
+        if *written >= MAX_LOG_BYTES {
+            line = format!(
+                "{} stderr F capstan: log limit of {MAX_LOG_BYTES} bytes reached, further output dropped\n",
+                Timestamp::now()
+            )
+            .into_bytes();
+        }
+        if let Err(e) = file.write_all(&line).await {
+            tracing::debug!(error = %e, "container log write failed");
+        }
+    }
+}
+
+/// Copies `reader` (a container's stdout or stderr) into `log` line by line and to
+/// `output` (for attach) until EOF.
+pub(crate) async fn pump(
+    mut reader: impl AsyncRead + Unpin,
+    stream: &'static str,
+    log: Arc<LogFile>,
+    output: broadcast::Sender<(u8, Bytes)>,
+) {
+    let channel = if stream == "stdout" { 1 } else { 2 };
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 8192];
+    loop {
+        let n = match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        let _ = output.send((channel, Bytes::copy_from_slice(chunk)));
+        pending.extend_from_slice(chunk);
+        while let Some(pos) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=pos).collect();
+            log.write_entry(stream, 'F', &line[..line.len() - 1]).await;
+        }
+        while pending.len() >= MAX_LINE {
+            let part: Vec<u8> = pending.drain(..MAX_LINE).collect();
+            log.write_entry(stream, 'P', &part).await;
+        }
+    }
+    if !pending.is_empty() {
+        log.write_entry(stream, 'P', &pending).await;
+    }
+}
+
+/// How a log is read (`PodLogOptions` as the kubelet gets them).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ReadOptions {
+    /// Keep streaming until the container instance ends.
+    pub(crate) follow: bool,
+    /// Only the last N lines.
+    pub(crate) tail_lines: Option<usize>,
+    /// Only entries at or after this instant.
+    pub(crate) since: Option<Timestamp>,
+    /// Prefix each line with its timestamp.
+    pub(crate) timestamps: bool,
+    /// Stop after this many bytes.
+    pub(crate) limit_bytes: Option<u64>,
+}
+
+/// One parsed entry.
+struct Entry<'a> {
+    time: &'a str,
+    full: bool,
+    content: &'a [u8],
+}
+
+fn parse(line: &[u8]) -> Option<Entry<'_>> {
+    let mut parts = line.splitn(4, |b| *b == b' ');
+    let time = std::str::from_utf8(parts.next()?).ok()?;
+    let _stream = parts.next()?;
+    let tag = parts.next()?;
+    let content = parts.next().unwrap_or_default();
+    Some(Entry {
+        time,
+        full: tag != b"P",
+        content,
+    })
+}
+
+/// Renders entries of `data` (whole lines) into `out` with `opts`; `budget` counts down
+/// `limitBytes`. Returns false once the budget is spent.
+fn render(data: &[u8], opts: &ReadOptions, budget: &mut Option<u64>, out: &mut Vec<u8>) -> bool {
+    let mut at_line_start = true;
+    for line in data.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let Some(e) = parse(line) else { continue };
+        if let Some(since) = opts.since
+            && e.time.parse::<Timestamp>().is_ok_and(|t| t < since)
+        {
+            continue;
+        }
+        let mut piece = Vec::with_capacity(e.content.len() + 40);
+        if opts.timestamps && at_line_start {
+            piece.extend_from_slice(e.time.as_bytes());
+            piece.push(b' ');
+        }
+        piece.extend_from_slice(e.content);
+        if e.full {
+            piece.push(b'\n');
+        }
+        at_line_start = e.full;
+        if let Some(left) = budget {
+            let take = (*left).min(piece.len() as u64) as usize;
+            out.extend_from_slice(&piece[..take]);
+            *left -= take as u64;
+            if *left == 0 {
+                return false;
+            }
+        } else {
+            out.extend_from_slice(&piece);
+        }
+    }
+    true
+}
+
+/// The start offset of the last `n` full lines of `data`.
+fn tail_start(data: &[u8], n: usize) -> usize {
+    if n == 0 {
+        return data.len();
+    }
+    let mut count = 0;
+    let mut i = data.len();
+    // Walk entries backwards; a line ends at an `F` entry.
+    let lines: Vec<(usize, bool)> = {
+        let mut v = Vec::new();
+        let mut start = 0;
+        for (pos, b) in data.iter().enumerate() {
+            if *b == b'\n' {
+                let full = parse(&data[start..pos]).is_none_or(|e| e.full);
+                v.push((start, full));
+                start = pos + 1;
+            }
+        }
+        v
+    };
+    for (start, full) in lines.iter().rev() {
+        if *full {
+            if count == n {
+                return i;
+            }
+            count += 1;
+        }
+        i = *start;
+    }
+    i
+}
+
+/// Streams the log at `path` into `tx` as `opts` say; with `follow`, keeps reading until
+/// `done` turns true and the file is read to its end (or the receiver goes away).
+pub(crate) async fn stream(
+    path: PathBuf,
+    opts: ReadOptions,
+    mut done: Option<watch::Receiver<bool>>,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let data = tokio::fs::read(&path).await.unwrap_or_default();
+    let complete = data.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
+    let start = opts
+        .tail_lines
+        .map_or(0, |n| tail_start(&data[..complete], n));
+    let mut budget = opts.limit_bytes;
+    let mut out = Vec::new();
+    let more = render(&data[start..complete], &opts, &mut budget, &mut out);
+    if !out.is_empty() && tx.send(Bytes::from(out)).await.is_err() {
+        return;
+    }
+    if !more || !opts.follow {
+        return;
+    }
+    let mut offset = complete as u64;
+    let mut file = match tokio::fs::File::open(&path).await {
+        Ok(f) => f,
+        Err(_) => return,
+    };
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let finished = done.as_ref().is_none_or(|d| *d.borrow());
+        let mut chunk = Vec::new();
+        if tokio::io::AsyncSeekExt::seek(&mut file, std::io::SeekFrom::Start(offset))
+            .await
+            .is_ok()
+        {
+            let _ = (&mut file).take(1 << 20).read_to_end(&mut chunk).await;
+        }
+        offset += chunk.len() as u64;
+        carry.extend_from_slice(&chunk);
+        if let Some(p) = carry.iter().rposition(|b| *b == b'\n') {
+            let lines: Vec<u8> = carry.drain(..=p).collect();
+            let mut out = Vec::new();
+            let more = render(&lines, &opts, &mut budget, &mut out);
+            if !out.is_empty() && tx.send(Bytes::from(out)).await.is_err() {
+                return;
+            }
+            if !more {
+                return;
+            }
+        }
+        if !chunk.is_empty() {
+            continue;
+        }
+        if finished {
+            return;
+        }
+        let wait = tokio::time::sleep(Duration::from_millis(100));
+        match done.as_mut() {
+            Some(d) => {
+                tokio::select! {
+                    () = wait => {}
+                    _ = d.changed() => {}
+                    () = tx.closed() => return,
+                }
+            }
+            None => wait.await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &[u8] = b"2026-01-01T00:00:01.5Z stdout F one\n2026-01-01T00:00:02Z stderr P tw\n2026-01-01T00:00:02.1Z stderr F o\n2026-01-01T00:00:03Z stdout F three\n";
+
+    fn read(opts: ReadOptions) -> String {
+        let complete = LOG.len();
+        let start = opts
+            .tail_lines
+            .map_or(0, |n| tail_start(&LOG[..complete], n));
+        let mut budget = opts.limit_bytes;
+        let mut out = Vec::new();
+        render(&LOG[start..], &opts, &mut budget, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn logs_are_read_with_tail_since_timestamps_and_limits() {
+        assert_eq!(read(ReadOptions::default()), "one\ntwo\nthree\n");
+        let tail = ReadOptions {
+            tail_lines: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(read(tail), "two\nthree\n");
+        let since = ReadOptions {
+            since: Some("2026-01-01T00:00:02.05Z".parse().unwrap()),
+            ..Default::default()
+        };
+        assert_eq!(read(since), "o\nthree\n");
+        let stamps = ReadOptions {
+            timestamps: true,
+            tail_lines: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(read(stamps), "2026-01-01T00:00:03Z three\n");
+        let limited = ReadOptions {
+            limit_bytes: Some(5),
+            ..Default::default()
+        };
+        assert_eq!(read(limited), "one\nt");
+        let none = ReadOptions {
+            tail_lines: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(read(none), "");
+    }
+}
