@@ -211,6 +211,15 @@ impl Metrics {
         }
     }
 
+    /// Every metric registered, plus the process's memory breakdown read from `ctx` at each
+    /// scrape ([`MemoryCollector`]).
+    pub fn with_memory(ctx: Arc<crate::handlers::Ctx>) -> Self {
+        let mut m = Self::new();
+        m.registry
+            .register_collector(Box::new(MemoryCollector { ctx }));
+        m
+    }
+
     /// The text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -288,10 +297,172 @@ pub async fn layer(metrics: Arc<Metrics>, req: Request, next: Next) -> Response 
     resp
 }
 
+/// The memory breakdown of the process, computed at each scrape so the next regression shows:
+///
+/// - `process_resident_memory_bytes`: the whole process (as upstream's process collector);
+/// - `capstan_store_keys`, `capstan_store_revisions`, `capstan_store_bytes`: the store's
+///   state machine (live keys, versions held until compaction, bytes of keys and values);
+/// - `capstan_store_raft_log_entries`, `capstan_store_raft_log_bytes`: the Raft log kept in
+///   memory between snapshots (its large values are shared with the state machine);
+/// - `capstan_watch_cache_objects|events|bytes{resource}`: each resource's watch cache;
+/// - `capstan_client_cache_objects|bytes{component,resource}`: what the in-process API
+///   clients (controller manager informers, garbage collector graph, …) keep.
+struct MemoryCollector {
+    ctx: Arc<crate::handlers::Ctx>,
+}
+
+impl std::fmt::Debug for MemoryCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MemoryCollector")
+    }
+}
+
+/// Labels of the per-resource memory gauges.
+type MemoryLabels = Vec<(&'static str, String)>;
+
+/// A gauge family built for one scrape.
+fn gauges(rows: impl IntoIterator<Item = (MemoryLabels, i64)>) -> Family<MemoryLabels, Gauge> {
+    let family = Family::<MemoryLabels, Gauge>::default();
+    for (labels, v) in rows {
+        family.get_or_create(&labels).set(v);
+    }
+    family
+}
+
+fn to_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// `VmRSS` of this process in bytes (0 where `/proc` is missing).
+fn resident_bytes() -> i64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// The watch cache's resource label from its storage prefix (`/registry/<group>/<plural>/`):
+/// `plural` for the core group, else upstream's `plural.group` (`deployments.apps`), as the
+/// garbage collector's cache is labelled.
+fn resource_label(prefix: &str) -> String {
+    let path = prefix
+        .strip_prefix("/registry/")
+        .unwrap_or(prefix)
+        .trim_end_matches('/');
+    match path.split_once('/') {
+        Some(("core", plural)) => plural.to_owned(),
+        Some((group, plural)) => format!("{plural}.{group}"),
+        None => path.to_owned(),
+    }
+}
+
+impl prometheus_client::collector::Collector for MemoryCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        let store = self.ctx.storage.usage();
+        let (log_entries, log_bytes) = store::log::memory_usage();
+        let plain: [(&str, &str, i64); 6] = [
+            (
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes.",
+                resident_bytes(),
+            ),
+            (
+                "capstan_store_keys",
+                "Live keys in the store's in-memory state machine.",
+                to_i64(store.keys),
+            ),
+            (
+                "capstan_store_revisions",
+                "Versions of keys the store holds in memory (history and tombstones until compaction).",
+                to_i64(store.revisions),
+            ),
+            (
+                "capstan_store_bytes",
+                "Bytes of keys, values and their bookkeeping in the store's in-memory state machine.",
+                to_i64(store.bytes),
+            ),
+            (
+                "capstan_store_raft_log_entries",
+                "Raft log entries held in memory (since the last snapshot, plus the catch-up tail).",
+                log_entries,
+            ),
+            (
+                "capstan_store_raft_log_bytes",
+                "Bytes of the Raft log entries held in memory (large values are shared with the state machine, not copied).",
+                log_bytes,
+            ),
+        ];
+        for (name, help, v) in plain {
+            let g = prometheus_client::metrics::gauge::ConstGauge::new(v);
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
+        }
+        let cache = self.ctx.watch_cache.usage();
+        let label = |prefix: &str| vec![("resource", resource_label(prefix))];
+        let watch: [(&str, &str, Family<MemoryLabels, Gauge>); 3] = [
+            (
+                "capstan_watch_cache_objects",
+                "Current objects in the watch cache, by resource.",
+                gauges(cache.iter().map(|u| (label(&u.prefix), to_i64(u.objects)))),
+            ),
+            (
+                "capstan_watch_cache_events",
+                "Events in the watch cache's window, by resource.",
+                gauges(cache.iter().map(|u| (label(&u.prefix), to_i64(u.events)))),
+            ),
+            (
+                "capstan_watch_cache_bytes",
+                "Bytes the watch cache holds, by resource: current objects, and what its event window holds besides them.",
+                gauges(cache.iter().map(|u| (label(&u.prefix), to_i64(u.bytes)))),
+            ),
+        ];
+        for (name, help, g) in watch {
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
+        }
+        let clients = lean::caches::caches();
+        let client_label = |f: &lean::caches::CacheFigures| {
+            vec![
+                ("component", f.component.to_owned()),
+                ("resource", f.kind.clone()),
+            ]
+        };
+        let client: [(&str, &str, Family<MemoryLabels, Gauge>); 2] = [
+            (
+                "capstan_client_cache_objects",
+                "Objects the in-process API clients (controller manager, garbage collector, scheduler, nodes) keep in their caches.",
+                gauges(clients.iter().map(|f| (client_label(f), f.objects))),
+            ),
+            (
+                "capstan_client_cache_bytes",
+                "Bytes the in-process API clients keep in their caches (estimated: the objects' JSON size, or the cache's own accounting).",
+                gauges(clients.iter().map(|f| (client_label(f), f.bytes))),
+            ),
+        ];
+        for (name, help, g) in client {
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use http::Method;
+
+    #[test]
+    fn watch_cache_labels_name_group_resources_as_upstream() {
+        assert_eq!(resource_label("/registry/core/configmaps/"), "configmaps");
+        assert_eq!(
+            resource_label("/registry/apps/deployments/"),
+            "deployments.apps"
+        );
+    }
 
     #[test]
     fn webhook_metrics_have_upstreams_names_and_labels() {

@@ -464,7 +464,7 @@ pub async fn serve(
         .await
         .map_err(|source| Error::Listen { addr, source })?;
     tracing::info!(%addr, "serving the Kubernetes API over HTTPS");
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::with_memory(Arc::clone(&ctx)));
     let flow_control = Arc::new(crate::flow_control::FlowControl::new(
         MAX_READONLY_INFLIGHT + MAX_MUTATING_INFLIGHT,
         crate::flow_control::MAX_QUEUED,

@@ -186,6 +186,11 @@ impl Storage {
         }
     }
 
+    /// What the store's state machine holds in memory (for `/metrics`).
+    pub fn usage(&self) -> store::mvcc::Usage {
+        self.node.mvcc().usage()
+    }
+
     /// The current store revision.
     pub fn current_revision(&self) -> i64 {
         self.node.mvcc().current_revision()

@@ -57,9 +57,62 @@ struct Graph {
     nodes: HashMap<String, Node>,
     dependents: HashMap<String, HashSet<String>>,
     resources: Vec<Resource>,
+    /// What the graph holds of each resource (same index as `resources`), for `/metrics`.
+    usage: Vec<Arc<lean::caches::CacheUsage>>,
+}
+
+/// Bytes a node takes in the graph, estimated: its strings plus the map's and the struct's
+/// fixed parts.
+fn node_bytes(uid_len: usize, n: &Node) -> usize {
+    let owners: usize = n
+        .owners
+        .iter()
+        .map(|o| {
+            std::mem::size_of::<OwnerReference>()
+                + o.api_version.len()
+                + o.kind.len()
+                + o.name.len()
+                + o.uid.len()
+        })
+        .sum();
+    let finalizers: usize = n
+        .finalizers
+        .iter()
+        .map(|f| std::mem::size_of::<String>() + f.len())
+        .sum();
+    std::mem::size_of::<(String, Node)>()
+        + uid_len
+        + n.namespace.as_ref().map_or(0, String::len)
+        + n.name.len()
+        + owners
+        + finalizers
 }
 
 impl Graph {
+    /// Inserts (or replaces) a node, keeping the usage figures.
+    fn insert_node(&mut self, uid: String, node: Node) {
+        let uid_len = uid.len();
+        if let Some(u) = self.usage.get(node.resource) {
+            u.add(node_bytes(uid_len, &node));
+        }
+        if let Some(old) = self.nodes.insert(uid, node) {
+            self.forget_usage(uid_len, &old);
+        }
+    }
+
+    /// Removes a node, keeping the usage figures.
+    fn remove_node(&mut self, uid: &str) -> Option<Node> {
+        let node = self.nodes.remove(uid)?;
+        self.forget_usage(uid.len(), &node);
+        Some(node)
+    }
+
+    fn forget_usage(&self, uid_len: usize, node: &Node) {
+        if let Some(u) = self.usage.get(node.resource) {
+            u.remove(node_bytes(uid_len, node));
+        }
+    }
+
     fn resource_for(&self, api_version: &str, kind: &str) -> Option<usize> {
         let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
         self.resources
@@ -104,7 +157,7 @@ impl Shared {
                 .map(|(uid, _)| uid.clone())
                 .collect();
             for uid in gone {
-                if let Some(n) = g.nodes.remove(&uid) {
+                if let Some(n) = g.remove_node(&uid) {
                     g.unlink(&uid, &n.owners);
                     wake.extend(n.owners.iter().map(|o| o.uid.clone()));
                 }
@@ -132,7 +185,7 @@ impl Shared {
         let mut wake: Vec<String> = Vec::new();
         {
             let mut g = self.graph();
-            let old = g.nodes.remove(&uid);
+            let old = g.remove_node(&uid);
             if let Some(old) = &old {
                 g.unlink(&uid, &old.owners);
             }
@@ -178,7 +231,7 @@ impl Shared {
                     // Owners deleting in the foreground re-check their blocking dependents.
                     wake.extend(owners.iter().map(|o| o.uid.clone()));
                 }
-                g.nodes.insert(uid.clone(), node);
+                g.insert_node(uid.clone(), node);
             }
         }
         for w in wake {
@@ -208,6 +261,12 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
                         }
                         let idx = {
                             let mut g = s.graph();
+                            let name = if r.ar.group.is_empty() {
+                                r.ar.plural.clone()
+                            } else {
+                                format!("{}.{}", r.ar.plural, r.ar.group)
+                            };
+                            g.usage.push(lean::caches::cache("garbage-collector", name));
                             g.resources.push(r.clone());
                             g.resources.len() - 1
                         };

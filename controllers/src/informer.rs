@@ -28,7 +28,7 @@ pub(crate) type Handler<K> = Box<dyn Fn(Option<&K>, Option<&K>) + Send + Sync>;
 /// itself, or a leaner reading of it that converts into it (pods, without managed fields:
 /// [`lean`]).
 pub(crate) trait Watched:
-    Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+    Resource + Clone + DeserializeOwned + serde::Serialize + Debug + Send + Sync + 'static
 where
     Self::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
@@ -58,6 +58,7 @@ watched_as_is!(
     k8s_openapi::api::apps::v1::StatefulSet,
     k8s_openapi::api::batch::v1::CronJob,
     k8s_openapi::api::batch::v1::Job,
+    k8s_openapi::api::certificates::v1::CertificateSigningRequest,
     k8s_openapi::api::coordination::v1::Lease,
     k8s_openapi::api::core::v1::ConfigMap,
     k8s_openapi::api::core::v1::Endpoints,
@@ -88,7 +89,23 @@ where
     K: Watched,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    let informer = Shared::start(api, shutdown.clone());
+    spawn_with(api, watcher::Config::default(), handler, shutdown)
+}
+
+/// As [`spawn`], watching only what `config` selects (a field or label selector): the store
+/// then holds only those objects, not every object of the kind. With `api`'s client;
+/// [`Informers::watch_selected`] is the form with the manager's own credentials.
+pub(crate) fn spawn_with<K>(
+    api: Api<K::Wire>,
+    config: watcher::Config,
+    handler: Handler<K>,
+    shutdown: &CancellationToken,
+) -> Store<K>
+where
+    K: Watched,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let informer = Shared::start(api, config, shutdown.clone());
     informer.register(handler, shutdown);
     informer.store
 }
@@ -167,6 +184,34 @@ impl Informers {
         shared.store.clone()
     }
 
+    /// A store of the `K`s `config` selects (a field or label selector), with the manager's
+    /// own client as the shared informers: not shared (another selection is another
+    /// watch), stopped at `until`. Calls `handler` for each change; returns once the store
+    /// holds the first list (or `until` is cancelled).
+    pub(crate) async fn watch_selected<K>(
+        &self,
+        config: watcher::Config,
+        handler: Handler<K>,
+        until: &CancellationToken,
+    ) -> Store<K>
+    where
+        K: Watched,
+        K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    {
+        let informer = Shared::start(
+            Api::<K::Wire>::all(self.client.clone()),
+            config,
+            until.clone(),
+        );
+        informer.register(handler, until);
+        let mut ready = informer.ready.clone();
+        tokio::select! {
+            () = until.cancelled() => {}
+            _ = ready.wait_for(|r| *r) => {}
+        }
+        informer.store
+    }
+
     /// Starts the watch of every `K`.
     fn start<K>(&self) -> Shared<K>
     where
@@ -175,6 +220,7 @@ impl Informers {
     {
         Shared::start(
             Api::<K::Wire>::all(self.client.clone()),
+            watcher::Config::default(),
             self.shutdown.clone(),
         )
     }
@@ -185,8 +231,9 @@ where
     K: Watched,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    /// Starts watching `api` until `shutdown`; handlers are registered afterwards.
-    fn start(api: Api<K::Wire>, shutdown: CancellationToken) -> Self {
+    /// Starts watching what `config` selects of `api` until `shutdown`; handlers are
+    /// registered afterwards.
+    fn start(api: Api<K::Wire>, config: watcher::Config, shutdown: CancellationToken) -> Self {
         let (store, mut writer) = reflector::store::<K>();
         let dispatch = Arc::new(Mutex::new(Dispatch {
             handlers: Vec::new(),
@@ -194,9 +241,15 @@ where
         }));
         let (reader, d) = (store.clone(), dispatch.clone());
         let (ready_tx, ready) = tokio::sync::watch::channel(false);
+        let usage = lean::caches::cache(
+            "controller-manager",
+            K::plural(&K::DynamicType::default()).into_owned(),
+        );
         tokio::spawn(async move {
-            let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+            let stream = watcher::watcher(api, config).default_backoff();
             futures_util::pin_mut!(stream);
+            // Objects and bytes of a list in progress (the store switches to it at its end).
+            let mut listed = (0usize, 0usize);
             loop {
                 let ev = tokio::select! {
                     () = shutdown.cancelled() => return,
@@ -204,9 +257,9 @@ where
                 };
                 let Some(ev) = ev else { return };
                 let ev: Event<K> = match ev {
-                    Ok(Event::Apply(o)) => Event::Apply(o.into()),
-                    Ok(Event::InitApply(o)) => Event::InitApply(o.into()),
-                    Ok(Event::Delete(o)) => Event::Delete(o.into()),
+                    Ok(Event::Apply(o)) => Event::Apply(lean_object(o)),
+                    Ok(Event::InitApply(o)) => Event::InitApply(lean_object(o)),
+                    Ok(Event::Delete(o)) => Event::Delete(lean_object(o)),
                     Ok(Event::Init) => Event::Init,
                     Ok(Event::InitDone) => Event::InitDone,
                     Err(e) => {
@@ -221,13 +274,26 @@ where
                         let old = reader.get(&ObjectRef::from_obj(obj));
                         writer.apply_watcher_event(&ev);
                         if matches!(ev, Event::InitApply(_)) {
+                            listed.0 += 1;
+                            listed.1 += lean::caches::json_size(obj);
                             d.listing.push(Arc::new(obj.clone()));
+                        } else {
+                            match &old {
+                                Some(o) => usage.replace(
+                                    lean::caches::json_size(o.as_ref()),
+                                    lean::caches::json_size(obj),
+                                ),
+                                None => usage.add(lean::caches::json_size(obj)),
+                            }
                         }
                         for (h, _) in &d.handlers {
                             h(old.as_deref(), Some(obj));
                         }
                     }
                     Event::Delete(obj) => {
+                        if let Some(o) = reader.get(&ObjectRef::from_obj(obj)) {
+                            usage.remove(lean::caches::json_size(o.as_ref()));
+                        }
                         writer.apply_watcher_event(&ev);
                         for (h, _) in &d.handlers {
                             h(Some(obj), None);
@@ -237,8 +303,10 @@ where
                         writer.apply_watcher_event(&ev);
                         d.listing.clear();
                         if matches!(ev, Event::InitDone) {
+                            usage.set(listed.0, listed.1);
                             ready_tx.send_replace(true);
                         }
+                        listed = (0, 0);
                     }
                 }
             }
@@ -260,6 +328,18 @@ where
         }
         d.handlers.push((handler, until.clone()));
     }
+}
+
+/// A watched object as the store keeps it: converted from its wire form, without
+/// `metadata.managedFields` (no controller reads them; upstream's informers strip them too,
+/// client-go's `TransformStripManagedFields`).
+fn lean_object<K: Watched>(wire: K::Wire) -> K
+where
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let mut obj: K = wire.into();
+    obj.meta_mut().managed_fields = None;
+    obj
 }
 
 /// A handler that queues the key ([`key`]) of each changed object.

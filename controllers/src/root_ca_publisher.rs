@@ -8,6 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::ReconcileError;
@@ -124,14 +125,16 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
         )
         .await;
     let q = queue.clone();
+    // Only the published ConfigMaps are watched (a field selector on the name): a cache of
+    // every ConfigMap in the cluster held ~6 KB per ConfigMap (600 MB at 100k) for the one
+    // per namespace this controller looks at. Upstream's publisher watches them all.
     let maps = ctx
         .informers
-        .watch::<ConfigMap>(
+        .watch_selected::<ConfigMap>(
+            watcher::Config::default().fields(&format!("metadata.name={CONFIG_MAP}")),
             Box::new(move |old: Option<&ConfigMap>, new: Option<&ConfigMap>| {
                 let Some(cm) = new.or(old) else { return };
-                if cm.metadata.name.as_deref() == Some(CONFIG_MAP)
-                    && let Some(ns) = cm.metadata.namespace.clone()
-                {
+                if let Some(ns) = cm.metadata.namespace.clone() {
                     q.add(ns);
                 }
             }),

@@ -8,6 +8,8 @@
 //! be dropped. [`LeanPod`] reads a Pod with the field skipped and converts into a plain
 //! [`Pod`] for the reader's store.
 
+pub mod caches;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};

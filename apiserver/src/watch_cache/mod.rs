@@ -136,6 +136,20 @@ pub struct Snapshot {
     pub objects: Vec<Arc<CachedObject>>,
 }
 
+/// What one resource's cache holds, for `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceUsage {
+    /// The resource's storage prefix (all namespaces), e.g. `/registry/configmaps/`.
+    pub prefix: String,
+    /// Current objects.
+    pub objects: usize,
+    /// Events in the window.
+    pub events: usize,
+    /// Bytes held: the current objects' JSON, plus what the window holds besides them
+    /// (previous versions of updated objects, deleted objects, serialised event lines).
+    pub bytes: usize,
+}
+
 /// Caches of every listed or watched resource, created on first use.
 pub struct WatchCache {
     storage: Storage,
@@ -209,6 +223,48 @@ impl WatchCache {
                 resource
             })
             .clone()
+    }
+
+    /// What every resource's cache holds (a walk of each under its read lock).
+    pub fn usage(&self) -> Vec<ResourceUsage> {
+        let resources: Vec<Arc<Resource>> = self
+            .resources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        let mut out: Vec<ResourceUsage> = resources
+            .iter()
+            .map(|r| {
+                let state = r.read();
+                let objects: usize = state.objects.values().map(|o| o.json_len()).sum();
+                let window: usize = state
+                    .events
+                    .iter()
+                    .map(|e| {
+                        // An added or modified object is (usually) a current one, counted
+                        // above; a deleted one is held by the window alone.
+                        let object = if e.kind == EventKind::Deleted {
+                            e.object.json_len()
+                        } else {
+                            0
+                        };
+                        let prev = e.prev.as_ref().map_or(0, |p| p.json_len());
+                        let line = e.line.get().map_or(0, Bytes::len);
+                        object + prev + line + std::mem::size_of::<CachedEvent>()
+                    })
+                    .sum();
+                ResourceUsage {
+                    prefix: r.prefix.clone(),
+                    objects: state.objects.len(),
+                    events: state.events.len(),
+                    bytes: objects + window,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+        out
     }
 
     /// Subscribes to the window of the resource stored under `prefix` (see

@@ -7,4 +7,4 @@ pub mod snapshot;
 mod storage;
 pub mod wal;
 
-pub use storage::{LogStore, Opened};
+pub use storage::{LogStore, Opened, memory_usage};

@@ -5,6 +5,7 @@
 //! first. The driver thread owns the `LogStore` (inside `RawNode`), so there are no locks.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, StorageError};
@@ -12,6 +13,35 @@ use raft::{GetEntriesContext, RaftState, StorageError};
 use super::snapshot::SnapFiles;
 use super::wal::Wal;
 use crate::error::{Result, StoreError};
+
+/// Entries held in memory by every [`LogStore`] of this process.
+static MEMORY_ENTRIES: AtomicI64 = AtomicI64::new(0);
+/// Bytes of their data (shared with the state machine's large values: see
+/// `mvcc::shared_value`).
+static MEMORY_BYTES: AtomicI64 = AtomicI64::new(0);
+
+/// Entries and data bytes the Raft logs of this process hold in memory (for `/metrics`).
+pub fn memory_usage() -> (i64, i64) {
+    (
+        MEMORY_ENTRIES.load(Ordering::Relaxed),
+        MEMORY_BYTES.load(Ordering::Relaxed),
+    )
+}
+
+fn entries_bytes(ents: &[Entry]) -> i64 {
+    let bytes: usize = ents.iter().map(|e| e.data.len() + e.context.len()).sum();
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
+fn count_in(ents: &[Entry]) {
+    MEMORY_ENTRIES.fetch_add(ents.len() as i64, Ordering::Relaxed);
+    MEMORY_BYTES.fetch_add(entries_bytes(ents), Ordering::Relaxed);
+}
+
+fn count_out(ents: &[Entry]) {
+    MEMORY_ENTRIES.fetch_sub(ents.len() as i64, Ordering::Relaxed);
+    MEMORY_BYTES.fetch_sub(entries_bytes(ents), Ordering::Relaxed);
+}
 
 /// The Raft log of one member, durable on disk.
 #[derive(Debug)]
@@ -24,6 +54,12 @@ pub struct LogStore {
     snaps: SnapFiles,
     /// Bytes of snapshot files, refreshed when one is saved.
     snap_bytes: u64,
+}
+
+impl Drop for LogStore {
+    fn drop(&mut self) {
+        count_out(&self.entries);
+    }
 }
 
 /// A freshly opened log: the store plus the snapshot to restore the state machine from.
@@ -73,7 +109,10 @@ impl LogStore {
             hard_state,
             conf_state: snap_meta.get_conf_state().clone(),
             snap_meta,
-            entries: replayed.entries,
+            entries: {
+                count_in(&replayed.entries);
+                replayed.entries
+            },
             wal,
             snap_bytes: snaps.disk_bytes(),
             snaps,
@@ -117,8 +156,12 @@ impl LogStore {
         }
         self.wal.append(ents)?;
         let keep = usize::try_from(first.index - self.first()).unwrap_or(usize::MAX);
+        if let Some(dropped) = self.entries.get(keep..) {
+            count_out(dropped);
+        }
         self.entries.truncate(keep);
         self.entries.extend_from_slice(ents);
+        count_in(ents);
         Ok(())
     }
 
@@ -158,6 +201,7 @@ impl LogStore {
         self.conf_state = meta.get_conf_state().clone();
         self.hard_state.commit = self.hard_state.commit.max(meta.index);
         self.hard_state.term = self.hard_state.term.max(meta.term);
+        count_out(&self.entries);
         self.entries.clear();
         Ok(())
     }
@@ -196,7 +240,8 @@ impl LogStore {
         let compact_to = index.saturating_sub(keep_entries);
         if compact_to > self.first() {
             let drop = usize::try_from(compact_to - self.first()).unwrap_or(usize::MAX);
-            self.entries.drain(..drop.min(self.entries.len()));
+            let drained = self.entries.drain(..drop.min(self.entries.len()));
+            count_out(drained.as_slice());
         }
         if let Some(oldest) = self.snaps.oldest_index()? {
             self.wal.release_to(oldest)?;

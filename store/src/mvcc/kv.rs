@@ -175,6 +175,18 @@ impl Default for Mvcc {
     }
 }
 
+/// What [`Mvcc::usage`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Live keys.
+    pub keys: usize,
+    /// Versions held (history and tombstones included, until compaction).
+    pub revisions: usize,
+    /// Bytes of keys, values and their bookkeeping (values shared with the Raft log are
+    /// counted here).
+    pub bytes: usize,
+}
+
 /// Position of the next write inside the change set being applied.
 struct WriteCursor<'a> {
     main: i64,
@@ -232,6 +244,33 @@ impl Mvcc {
             })
             .sum();
         i64::try_from(bytes).unwrap_or(i64::MAX)
+    }
+
+    /// What the state machine holds in memory, in one walk of every key.
+    pub fn usage(&self) -> Usage {
+        let mut u = Usage {
+            keys: 0,
+            revisions: 0,
+            bytes: 0,
+        };
+        for (k, versions) in &self.keys {
+            if versions.last().is_some_and(|r| !r.is_tombstone()) {
+                u.keys += 1;
+            }
+            u.revisions += versions.len();
+            // The key, its list, each version, and its entry in the revision index.
+            u.bytes += k.len()
+                + std::mem::size_of::<(Bytes, Vec<Record>)>()
+                + versions
+                    .iter()
+                    .map(|r| {
+                        r.value.len()
+                            + std::mem::size_of::<Record>()
+                            + std::mem::size_of::<(Revision, Bytes)>()
+                    })
+                    .sum::<usize>();
+        }
+        u
     }
 
     /// Granted leases as `(id, ttl)`.

@@ -19,6 +19,6 @@ mod view;
 
 pub use cluster::{ClusterRecord, MemberChange, MemberRecord};
 pub use codec::Image;
-pub use kv::{Event, KeyRange, Mvcc};
+pub use kv::{Event, KeyRange, Mvcc, Usage};
 pub use revision::Revision;
 pub use view::{SharedChange, SharedKv};

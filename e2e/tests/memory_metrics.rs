@@ -1,0 +1,158 @@
+//! `capstan server`'s memory breakdown on `/metrics` (issue 26): the store, the watch cache
+//! and the in-process controllers' caches report objects and bytes, and the figures follow
+//! what the cluster holds: creating ConfigMaps raises them, deleting them lowers them. Also
+//! shows the root CA publisher caching only the ConfigMaps it publishes, not every one.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use e2e::ServerProcess;
+
+/// Gauges of one scrape: `name{labels}` → value.
+fn scrape(s: &ServerProcess) -> HashMap<String, f64> {
+    let (ok, out, err) = s
+        .kubectl(&["get", "--raw", "/metrics"])
+        .expect("kubectl runs");
+    assert!(ok, "GET /metrics failed: {err}");
+    out.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            Some((name.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+fn gauge(m: &HashMap<String, f64>, name: &str) -> f64 {
+    m.get(name).copied().unwrap_or(-1.0)
+}
+
+/// Polls the scrape until `check` holds (30 s), returning it.
+fn until(
+    s: &ServerProcess,
+    what: &str,
+    check: impl Fn(&HashMap<String, f64>) -> bool,
+) -> HashMap<String, f64> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = scrape(s);
+        if check(&m) {
+            return m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not reached; last scrape:\n{:#?}",
+            m.iter()
+                .filter(|(k, _)| k.starts_with("capstan_") || k.starts_with("process_"))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `count` ConfigMaps of 1 KiB named `mem-<i>` in namespace `mem`, as one List.
+fn config_maps(count: usize) -> String {
+    let value = "x".repeat(1024);
+    let items: Vec<String> = (0..count)
+        .map(|i| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"mem-{i}","namespace":"mem"}},"data":{{"v":"{value}"}}}}"#
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"apiVersion":"v1","kind":"List","items":[{}]}}"#,
+        items.join(",")
+    )
+}
+
+const WATCH_CM_OBJECTS: &str = r#"capstan_watch_cache_objects{resource="configmaps"}"#;
+const WATCH_CM_BYTES: &str = r#"capstan_watch_cache_bytes{resource="configmaps"}"#;
+const GC_CM_OBJECTS: &str =
+    r#"capstan_client_cache_objects{component="garbage-collector",resource="configmaps"}"#;
+const GC_CM_BYTES: &str =
+    r#"capstan_client_cache_bytes{component="garbage-collector",resource="configmaps"}"#;
+const CM_INFORMER: &str =
+    r#"capstan_client_cache_objects{component="controller-manager",resource="configmaps"}"#;
+const NS_INFORMER: &str =
+    r#"capstan_client_cache_objects{component="controller-manager",resource="namespaces"}"#;
+
+#[test]
+fn memory_gauges_exist_and_follow_what_the_cluster_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_cluster(
+        &dir.path().join("data"),
+        &["--nodes=0", "--disable-scheduler"],
+    )
+    .expect("server starts");
+    let (ok, _, err) = s
+        .kubectl(&["create", "namespace", "mem"])
+        .expect("kubectl runs");
+    assert!(ok, "{err}");
+
+    // Every gauge is there once the controllers' caches have synced; the root CA publisher
+    // has published into the new namespace.
+    let before = until(&s, "gauges present, mem namespace seen", |m| {
+        gauge(m, NS_INFORMER) >= 5.0
+            && gauge(m, CM_INFORMER) >= 5.0
+            && gauge(m, GC_CM_OBJECTS) >= 5.0
+            && gauge(m, WATCH_CM_OBJECTS) >= 5.0
+    });
+    for name in [
+        "process_resident_memory_bytes",
+        "capstan_store_keys",
+        "capstan_store_revisions",
+        "capstan_store_bytes",
+        "capstan_store_raft_log_entries",
+        "capstan_store_raft_log_bytes",
+        WATCH_CM_BYTES,
+        r#"capstan_watch_cache_events{resource="configmaps"}"#,
+        GC_CM_BYTES,
+    ] {
+        assert!(gauge(&before, name) > 0.0, "{name} missing or zero");
+    }
+
+    // 100 ConfigMaps of 1 KiB: the store, the watch cache and the garbage collector's graph
+    // grow by them; the root CA publisher's cache (one ConfigMap per namespace) does not.
+    let manifest = dir.path().join("cms.json");
+    std::fs::write(&manifest, config_maps(100)).expect("manifest written");
+    let file = manifest.to_string_lossy().into_owned();
+    let (ok, _, err) = s.kubectl(&["create", "-f", &file]).expect("kubectl runs");
+    assert!(ok, "{err}");
+    let grown = until(&s, "gauges grow by 100 ConfigMaps", |m| {
+        gauge(m, WATCH_CM_OBJECTS) >= gauge(&before, WATCH_CM_OBJECTS) + 100.0
+            && gauge(m, GC_CM_OBJECTS) >= gauge(&before, GC_CM_OBJECTS) + 100.0
+    });
+    assert!(
+        gauge(&grown, "capstan_store_keys") >= gauge(&before, "capstan_store_keys") + 100.0,
+        "store keys"
+    );
+    assert!(
+        gauge(&grown, "capstan_store_bytes") >= gauge(&before, "capstan_store_bytes") + 102_400.0,
+        "store bytes"
+    );
+    assert!(
+        gauge(&grown, WATCH_CM_BYTES) >= gauge(&before, WATCH_CM_BYTES) + 102_400.0,
+        "watch cache bytes"
+    );
+    assert!(
+        gauge(&grown, GC_CM_BYTES) > gauge(&before, GC_CM_BYTES),
+        "garbage collector bytes"
+    );
+    assert_eq!(
+        gauge(&grown, CM_INFORMER),
+        gauge(&before, CM_INFORMER),
+        "the root CA publisher caches only kube-root-ca.crt ConfigMaps"
+    );
+
+    // Deleting them lowers the watch cache's and the garbage collector's figures again.
+    let (ok, _, err) = s
+        .kubectl(&["delete", "-f", &file, "--wait=false"])
+        .expect("kubectl runs");
+    assert!(ok, "{err}");
+    until(&s, "gauges fall after the deletions", |m| {
+        gauge(m, WATCH_CM_OBJECTS) <= gauge(&grown, WATCH_CM_OBJECTS) - 100.0
+            && gauge(m, GC_CM_OBJECTS) <= gauge(&grown, GC_CM_OBJECTS) - 100.0
+            && gauge(m, "capstan_store_keys") <= gauge(&grown, "capstan_store_keys") - 100.0
+    });
+}
