@@ -150,6 +150,41 @@ fn kubectl_run_logs_exec_and_delete_reach_the_pods_processes() {
     );
     assert_eq!(me, "system:serviceaccount:default:default");
 
+    // exec -it: a terminal (kubectl given one by `script`).
+    let tty = Command::new("script")
+        .args(["-q", "-e", "-c"])
+        .arg(format!(
+            "kubectl --kubeconfig={} exec -it b -- sh -c 'tty; echo $TERM'",
+            s.kubeconfig.display()
+        ))
+        .arg("/dev/null")
+        .stdin(Stdio::null())
+        .output()
+        .expect("script runs");
+    let tty = String::from_utf8_lossy(&tty.stdout).into_owned();
+    assert!(tty.contains("/dev/pts/0"), "{tty}");
+    assert!(tty.contains("xterm"), "{tty}");
+
+    // attach: a container with stdin reads what the client sends.
+    apply(
+        &s,
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: att}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: c, image: busybox, stdin: true, command: [sh, -c, "read x; echo got $x"]}
+"#,
+    );
+    wait_phase(&s, "att", "Running", 60);
+    let (attached, out, err) = s
+        .kubectl_as(&s.kubeconfig, &["attach", "-i", "att"], Some("hello\n"))
+        .expect("kubectl runs");
+    assert!(attached, "{err}");
+    assert!(out.contains("got hello"), "{out}");
+    wait_phase(&s, "att", "Succeeded", 30);
+
     // logs -f follows a container until it exits.
     ok(
         &s,
