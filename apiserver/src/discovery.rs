@@ -7,17 +7,27 @@
 //! with 304, so kubectl's discovery cache refreshes when CRDs change. They are kept per
 //! [`crate::registry::Registry::custom_generation`] and built again when it moves. The legacy
 //! documents have no `ETag`, as upstream's.
+//!
+//! Documents are written as Go writes upstream's structs: keys in struct order
+//! (`{"name":…,"singularName":…,"namespaced":…,"kind":…,"verbs":[…],"shortNames":[…],
+//! "categories":[…],"storageVersionHash":…}`), a newline at the end. `storageVersionHash` is
+//! upstream's: base64 of the first 8 bytes of the SHA-256 of `group/version/kind` of the
+//! version objects are stored at, on stored resources only (not subresources, reviews or
+//! virtual resources); aggregated v2 documents have no such field.
 
 use std::sync::{Mutex, PoisonError};
 
 use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha512};
+use sha2::{Digest, Sha256, Sha512};
+
+use crate::codec::ordered::Ordered;
 
 use crate::error::{ApiError, Result};
 use crate::handlers::Ctx;
-use crate::registry::catalog::ResourceInfo;
+use crate::registry::catalog::{KindClass, ResourceInfo};
 use crate::registry::{Registry, SERVED_SUBRESOURCES};
 use crate::request_info::RequestInfo;
 
@@ -63,70 +73,128 @@ fn group_version(group: &str, version: &str) -> String {
     }
 }
 
-fn aggregated_resource(r: &ResourceInfo) -> Value {
-    let subresources: Vec<Value> = r
+fn strs(items: &[&str]) -> Ordered {
+    Ordered::Value(json!(items))
+}
+
+/// A `GroupVersionKind` (`{"group":…,"version":…,"kind":…}`).
+fn gvk(group: &str, version: &str, kind: &str) -> Ordered {
+    Ordered::object(vec![
+        ("group", group.into()),
+        ("version", version.into()),
+        ("kind", kind.into()),
+    ])
+}
+
+/// An `APIResourceDiscovery` of aggregated discovery v2, in its struct's order.
+fn aggregated_resource(r: &ResourceInfo) -> Ordered {
+    let subresources: Vec<Ordered> = r
         .subresources
         .iter()
         .filter(|s| SERVED_SUBRESOURCES.contains(&s.name))
         .map(|s| {
-            json!({
-                "subresource": s.name,
-                "responseKind": { "group": s.group, "version": s.version, "kind": s.kind },
-                "verbs": s.verbs,
-            })
+            Ordered::object(vec![
+                ("subresource", s.name.into()),
+                ("responseKind", gvk(s.group, s.version, s.kind)),
+                ("verbs", strs(s.verbs)),
+            ])
         })
         .collect();
-    let mut v = json!({
-        "resource": r.plural,
-        "responseKind": { "group": r.group, "version": r.version, "kind": r.kind },
-        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
-        "singularResource": r.singular,
-        "verbs": verbs(r),
-    });
+    let mut v = Ordered::object(vec![
+        ("resource", r.plural.into()),
+        ("responseKind", gvk(r.group, r.version, r.kind)),
+        (
+            "scope",
+            if r.namespaced {
+                "Namespaced"
+            } else {
+                "Cluster"
+            }
+            .into(),
+        ),
+        ("singularResource", r.singular.into()),
+        ("verbs", strs(&verbs(r))),
+    ]);
     if !r.short_names.is_empty() {
-        v["shortNames"] = json!(r.short_names);
+        v.push("shortNames", strs(r.short_names));
     }
     if !r.categories.is_empty() {
-        v["categories"] = json!(r.categories);
+        v.push("categories", strs(r.categories));
     }
     if !subresources.is_empty() {
-        v["subresources"] = json!(subresources);
+        v.push("subresources", Ordered::Array(subresources));
     }
     v
 }
 
-fn aggregated(registry: &Registry, core: bool) -> Value {
-    let items: Vec<Value> = registry
+fn aggregated(registry: &Registry, core: bool) -> Ordered {
+    let items: Vec<Ordered> = registry
         .discovery_groups()
         .into_iter()
         .filter(|(g, _)| g.is_empty() == core)
         .map(|(group, versions)| {
-            let versions: Vec<Value> = versions
+            let versions: Vec<Ordered> = versions
                 .iter()
                 .map(|v| {
-                    let resources: Vec<Value> =
-                        registry.discovery_in_version(group, v).into_iter().map(aggregated_resource).collect();
-                    json!({ "version": v, "resources": resources, "freshness": "Current" })
+                    let resources: Vec<Ordered> = registry
+                        .discovery_in_version(group, v)
+                        .into_iter()
+                        .map(aggregated_resource)
+                        .collect();
+                    Ordered::object(vec![
+                        ("version", (*v).into()),
+                        ("resources", Ordered::Array(resources)),
+                        ("freshness", "Current".into()),
+                    ])
                 })
                 .collect();
-            json!({ "metadata": { "name": group, "creationTimestamp": null }, "versions": versions })
+            Ordered::object(vec![
+                (
+                    "metadata",
+                    Ordered::object(vec![
+                        ("name", group.into()),
+                        ("creationTimestamp", Ordered::Value(Value::Null)),
+                    ]),
+                ),
+                ("versions", Ordered::Array(versions)),
+            ])
         })
         .collect();
-    json!({
-        "kind": "APIGroupDiscoveryList",
-        "apiVersion": "apidiscovery.k8s.io/v2",
-        "metadata": {},
-        "items": items,
-    })
+    Ordered::object(vec![
+        ("kind", "APIGroupDiscoveryList".into()),
+        ("apiVersion", "apidiscovery.k8s.io/v2".into()),
+        ("metadata", Ordered::object(Vec::new())),
+        ("items", Ordered::Array(items)),
+    ])
 }
 
-fn with_type(value: &Value, content_type: &'static str) -> Response {
-    let mut resp = (StatusCode::OK, axum::Json(value)).into_response();
+/// A JSON response as Go's encoder writes it: the bytes and a newline.
+fn with_type(doc: &Ordered, content_type: &'static str) -> Response {
+    let mut body = doc.to_vec();
+    body.push(b'\n');
+    let mut resp = (StatusCode::OK, body).into_response();
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static(content_type),
     );
     resp
+}
+
+/// Upstream's `StorageVersionHash`: base64 of the first 8 bytes of the SHA-256 of
+/// `group/version/kind` of the version `r`'s objects are stored at (events.k8s.io events
+/// are core v1 Events, autoscaling/v1 HPAs autoscaling/v2 ones, a custom resource its CRD's
+/// storage version). `None` for resources that are not stored (reviews, virtual ones).
+pub fn storage_version_hash(r: &ResourceInfo) -> Option<String> {
+    let (group, version, kind) = match r.kind_class {
+        KindClass::Review | KindClass::Virtual => return None,
+        KindClass::Custom { storage_version } => (r.group, storage_version, r.kind),
+        KindClass::Stored => match crate::registry::convert::storage_resource(r) {
+            Some(s) => (s.group, s.version, s.kind),
+            None => (r.group, r.version, r.kind),
+        },
+    };
+    let digest = Sha256::digest(format!("{group}/{version}/{kind}").as_bytes());
+    Some(base64::engine::general_purpose::STANDARD.encode(&digest[..8]))
 }
 
 /// One serialized aggregated document and its ETag.
@@ -161,14 +229,16 @@ fn aggregated_cached(reg: &Registry, core: bool) -> (bytes::Bytes, String) {
             return (a.body.clone(), a.etag.clone());
         }
     }
-    let body: bytes::Bytes = serde_json::to_vec(&aggregated(reg, core))
-        .unwrap_or_default()
-        .into();
-    let hash: String = Sha512::digest(&body)
+    // The ETag hashes the document as `json.Marshal` writes it; the body adds the newline
+    // of Go's encoder.
+    let mut json = aggregated(reg, core).to_vec();
+    let hash: String = Sha512::digest(&json)
         .iter()
         .map(|b| format!("{b:02X}"))
         .collect();
     let etag = format!("\"{hash}\"");
+    json.push(b'\n');
+    let body = bytes::Bytes::from(json);
     let mut cache = AGGREGATED_CACHE
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
@@ -219,21 +289,42 @@ pub fn api(ctx: &Ctx, headers: &HeaderMap, server_address: &str) -> Response {
     if wants_aggregated(headers) {
         return serve_aggregated(&ctx.registry, headers, true);
     }
-    let doc = json!({
-        "kind": "APIVersions",
-        "versions": ["v1"],
-        "serverAddressByClientCIDRs": [{ "clientCIDR": "0.0.0.0/0", "serverAddress": server_address }],
-    });
+    let doc = Ordered::object(vec![
+        ("kind", "APIVersions".into()),
+        ("versions", strs(&["v1"])),
+        (
+            "serverAddressByClientCIDRs",
+            Ordered::Array(vec![Ordered::object(vec![
+                ("clientCIDR", "0.0.0.0/0".into()),
+                ("serverAddress", server_address.into()),
+            ])]),
+        ),
+    ]);
     with_type(&doc, "application/json")
 }
 
-fn api_group(group: &str, versions: &[&str]) -> Value {
-    let vs: Vec<Value> = versions
-        .iter()
-        .map(|v| json!({ "groupVersion": group_version(group, v), "version": v }))
-        .collect();
-    let preferred = vs.first().cloned().unwrap_or(Value::Null);
-    json!({ "name": group, "versions": vs, "preferredVersion": preferred })
+/// An `APIGroup`; `typed`: with its `kind` and `apiVersion` (the `/apis/<group>` document).
+fn api_group(group: &str, versions: &[&str], typed: bool) -> Ordered {
+    let version = |v: &str| {
+        Ordered::object(vec![
+            ("groupVersion", group_version(group, v).into()),
+            ("version", v.into()),
+        ])
+    };
+    let mut doc = Ordered::object(Vec::new());
+    if typed {
+        doc.push("kind", "APIGroup".into());
+        doc.push("apiVersion", "v1".into());
+    }
+    doc.push("name", group.into());
+    doc.push(
+        "versions",
+        Ordered::Array(versions.iter().map(|v| version(v)).collect()),
+    );
+    if let Some(preferred) = versions.first() {
+        doc.push("preferredVersion", version(preferred));
+    }
+    doc
 }
 
 /// `GET /apis`.
@@ -241,34 +332,40 @@ pub fn apis(ctx: &Ctx, headers: &HeaderMap) -> Response {
     if wants_aggregated(headers) {
         return serve_aggregated(&ctx.registry, headers, false);
     }
-    let groups: Vec<Value> = ctx
+    let groups: Vec<Ordered> = ctx
         .registry
         .discovery_groups()
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
-        .map(|(g, vs)| api_group(g, &vs))
+        .map(|(g, vs)| api_group(g, &vs, false))
         .collect();
-    with_type(
-        &json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups }),
-        "application/json",
-    )
+    let doc = Ordered::object(vec![
+        ("kind", "APIGroupList".into()),
+        ("apiVersion", "v1".into()),
+        ("groups", Ordered::Array(groups)),
+    ]);
+    with_type(&doc, "application/json")
 }
 
-fn resource_list(ctx: &Ctx, group: &str, version: &str) -> Value {
+/// An `APIResourceList`, each `APIResource` in its struct's order.
+fn resource_list(ctx: &Ctx, group: &str, version: &str) -> Ordered {
     let mut resources = Vec::new();
     for r in ctx.registry.discovery_in_version(group, version) {
-        let mut entry = json!({
-            "name": r.plural,
-            "singularName": r.singular,
-            "namespaced": r.namespaced,
-            "kind": r.kind,
-            "verbs": verbs(r),
-        });
+        let mut entry = Ordered::object(vec![
+            ("name", r.plural.into()),
+            ("singularName", r.singular.into()),
+            ("namespaced", r.namespaced.into()),
+            ("kind", r.kind.into()),
+            ("verbs", strs(&verbs(r))),
+        ]);
         if !r.short_names.is_empty() {
-            entry["shortNames"] = json!(r.short_names);
+            entry.push("shortNames", strs(r.short_names));
         }
         if !r.categories.is_empty() {
-            entry["categories"] = json!(r.categories);
+            entry.push("categories", strs(r.categories));
+        }
+        if let Some(hash) = storage_version_hash(r) {
+            entry.push("storageVersionHash", hash.into());
         }
         resources.push(entry);
         for s in r
@@ -276,26 +373,26 @@ fn resource_list(ctx: &Ctx, group: &str, version: &str) -> Value {
             .iter()
             .filter(|s| SERVED_SUBRESOURCES.contains(&s.name))
         {
-            let mut sub = json!({
-                "name": format!("{}/{}", r.plural, s.name),
-                "singularName": "",
-                "namespaced": r.namespaced,
-                "kind": s.kind,
-                "verbs": s.verbs,
-            });
+            let mut sub = Ordered::object(vec![
+                ("name", format!("{}/{}", r.plural, s.name).into()),
+                ("singularName", "".into()),
+                ("namespaced", r.namespaced.into()),
+            ]);
             if s.group != r.group || s.version != r.version {
-                sub["group"] = json!(s.group);
-                sub["version"] = json!(s.version);
+                sub.push("group", s.group.into());
+                sub.push("version", s.version.into());
             }
+            sub.push("kind", s.kind.into());
+            sub.push("verbs", strs(s.verbs));
             resources.push(sub);
         }
     }
-    json!({
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": group_version(group, version),
-        "resources": resources,
-    })
+    Ordered::object(vec![
+        ("kind", "APIResourceList".into()),
+        ("apiVersion", "v1".into()),
+        ("groupVersion", group_version(group, version).into()),
+        ("resources", Ordered::Array(resources)),
+    ])
 }
 
 /// `GET /api/v1`, `GET /apis/<group>` and `GET /apis/<group>/<version>`.
@@ -311,9 +408,7 @@ pub fn serve_group_version(ctx: &Ctx, info: &RequestInfo) -> Result<Response> {
         .ok_or(ApiError::NoRoute)?;
     if info.version.is_empty() {
         if info.api_prefix == "apis" && !info.group.is_empty() {
-            let mut doc = api_group(&info.group, &versions);
-            doc["kind"] = json!("APIGroup");
-            doc["apiVersion"] = json!("v1");
+            let doc = api_group(&info.group, &versions, true);
             return Ok(with_type(&doc, "application/json"));
         }
         return Err(ApiError::NoRoute);
@@ -369,7 +464,8 @@ mod tests {
         assert_eq!(headers[http::header::VARY], "Accept");
         assert_eq!(headers[http::header::CACHE_CONTROL], "public");
         let first = etag(&headers);
-        let hash: String = Sha512::digest(&body)
+        assert_eq!(body.last(), Some(&b'\n'));
+        let hash: String = Sha512::digest(&body[..body.len() - 1])
             .iter()
             .map(|b| format!("{b:02X}"))
             .collect();

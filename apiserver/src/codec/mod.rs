@@ -16,6 +16,7 @@
 //! handler wrote — metadata-only forms ([`partial`]), YAML ([`yaml`]), indented JSON.
 
 pub mod negotiate;
+pub mod ordered;
 pub mod partial;
 mod protobuf;
 pub mod respond;
