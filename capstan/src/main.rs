@@ -812,6 +812,9 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         let options = controllers::Options {
             controllers: args.controllers.clone(),
             kubeconfig: Some(kubeconfig.clone()),
+            // The cluster CA signs approved CSRs (kubeadm's --cluster-signing-*-file).
+            cluster_signing_cert_file: Some(pki.ca_cert.clone()),
+            cluster_signing_key_file: Some(pki.ca_key.clone()),
             ..controllers::Options::default()
         };
         let mut options = options;

@@ -6,6 +6,7 @@ mod clusterrole_aggregation;
 mod context;
 mod credentials;
 mod cronjob;
+mod csr_signing;
 mod daemonset;
 mod deployment;
 mod disruption;
@@ -75,6 +76,17 @@ pub struct Options {
     /// Terminated pods kept before the pod garbage collector deletes the oldest (0: never).
     #[arg(long, default_value_t = 12500)]
     pub terminated_pod_gc_threshold: usize,
+    /// CA certificate (PEM) the `csrsigning` controller signs approved CSRs with (upstream's
+    /// flag; `capstan server` passes the cluster CA). Without it and the key nothing is signed.
+    #[arg(long)]
+    pub cluster_signing_cert_file: Option<PathBuf>,
+    /// The CA's private key (PEM) for `--cluster-signing-cert-file`.
+    #[arg(long)]
+    pub cluster_signing_key_file: Option<PathBuf>,
+    /// Longest lifetime of a signed certificate (upstream's flag and default, one year);
+    /// a CSR's `expirationSeconds` may only shorten it.
+    #[arg(long, default_value = "8760h", value_parser = node_lifecycle::parse_duration)]
+    pub cluster_signing_duration: Duration,
 }
 
 impl Default for Options {
@@ -88,6 +100,9 @@ impl Default for Options {
             node_monitor_grace_period: Duration::from_secs(40),
             node_startup_grace_period: Duration::from_secs(60),
             terminated_pod_gc_threshold: 12500,
+            cluster_signing_cert_file: None,
+            cluster_signing_key_file: None,
+            cluster_signing_duration: Duration::from_secs(8760 * 3600),
         }
     }
 }
@@ -199,6 +214,11 @@ const CONTROLLERS: &[ControllerSpec] = &[
         name: "podgc",
         default_on: true,
         start: pod_gc::start,
+    },
+    ControllerSpec {
+        name: "csrsigning",
+        default_on: true,
+        start: csr_signing::start,
     },
     ControllerSpec {
         name: "clusterrole-aggregation",

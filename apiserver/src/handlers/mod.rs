@@ -5,8 +5,11 @@
 
 mod apply;
 mod cached_list;
+mod component_status;
+mod csr;
 mod delete;
 mod dry_run;
+mod ephemeral_containers;
 mod eviction;
 mod freshness;
 pub mod kubelet_proxy;
@@ -354,6 +357,9 @@ async fn serve(ctx: &Arc<Ctx>, req: Request, render: Render) -> Result<Response>
     rbac_writes::guard(&info, &parts, &body)?;
     rbac_writes::guard_patch(ctx, r, namespace, &info, &parts, &body, &query).await?;
     match (info.subresource.as_str(), info.verb.as_str()) {
+        ("", _) if component_status::is(r) => {
+            component_status::serve(ctx, r, &info, &query, &render).await
+        }
         ("", "create") if r.kind_class == registry::catalog::KindClass::Review => {
             review::create(r, &info, &parts, &body).await
         }
@@ -398,6 +404,42 @@ async fn serve(ctx: &Arc<Ctx>, req: Request, render: Render) -> Result<Response>
         }
         ("", "deletecollection") => {
             delete::delete_collection(ctx, r, namespace, &parts.headers, &body, &query).await
+        }
+        ("approval", "get") if csr::is(r) => get(ctx, r, namespace, &info.name, &render).await,
+        ("approval", "update" | "patch") if csr::is(r) => {
+            csr::write(ctx, r, &info, &parts, &body, &query, Scope::Approval).await
+        }
+        ("status", "update" | "patch") if csr::is(r) => {
+            csr::write(ctx, r, &info, &parts, &body, &query, Scope::Status).await
+        }
+        ("ephemeralcontainers", "get") if ephemeral_containers::is(r) => {
+            get(ctx, r, namespace, &info.name, &render).await
+        }
+        ("ephemeralcontainers", "update") if ephemeral_containers::is(r) => {
+            update(
+                ctx,
+                r,
+                namespace,
+                &info.name,
+                &parts.headers,
+                &body,
+                &query,
+                Scope::EphemeralContainers,
+            )
+            .await
+        }
+        ("ephemeralcontainers", "patch") if ephemeral_containers::is(r) => {
+            patch(
+                ctx,
+                r,
+                namespace,
+                &info.name,
+                &parts.headers,
+                &body,
+                &query,
+                Scope::EphemeralContainers,
+            )
+            .await
         }
         ("status", "get") if has_status(r) => get(ctx, r, namespace, &info.name, &render).await,
         ("status", "update") if has_status(r) => {
@@ -1188,6 +1230,10 @@ enum Scope {
     Status,
     /// A namespace's `finalize` subresource: everything but status, `spec.finalizers` included.
     Finalize,
+    /// A CSR's `approval` subresource: `status.conditions` only.
+    Approval,
+    /// A pod's `ephemeralcontainers` subresource: `spec.ephemeralContainers` only.
+    EphemeralContainers,
 }
 
 impl Scope {
@@ -1251,6 +1297,10 @@ async fn store_update(
     if let Some(m) = object::meta(&mut new).filter(|_| r.namespaced) {
         m.insert("namespace".into(), json!(namespace));
     }
+    // What an approval writes, before the generic rules put the stored status back.
+    let approval = (scope == Scope::Approval)
+        .then(|| new.get("status").and_then(|s| s.get("conditions")).cloned())
+        .flatten();
     if scope == Scope::Status {
         // The status subresource changes status only.
         let status = new.remove("status");
@@ -1278,6 +1328,12 @@ async fn store_update(
         }
         object::prepare_for_update(r, &mut new, old);
         scope.carry_over(r, &mut new, old);
+        if scope == Scope::EphemeralContainers {
+            ephemeral_containers::prepare_for_update(&mut new, old);
+        }
+    }
+    if csr::is(r) {
+        csr::prepare_for_update(scope, &mut new, old, approval);
     }
     ctx.admission.admit(
         crate::admission::Operation::Update,
@@ -1301,8 +1357,12 @@ async fn store_update(
         )
         .await?;
     // Custom resources are validated whole on status updates too (upstream: schema and CEL).
-    let fields = scope != Scope::Status || crate::crd::serve::is_custom(r);
+    // CSRs too (what a status write may change is part of their validation).
+    let fields = scope != Scope::Status || crate::crd::serve::is_custom(r) || csr::is(r);
     object::validate(r, &new, fields, Some(old))?;
+    if csr::is(r) {
+        csr::admit(scope, &new, old).await?;
+    }
     ctx.admission.validate(
         crate::admission::Operation::Update,
         r.group,

@@ -1,7 +1,7 @@
 //! Per-kind hooks of upstream's registry strategies that the generic path does not cover:
 //! on create (`PrepareForCreate` after uid and name are known), the generated selector and
-//! pod template labels of a batch/v1 Job; on delete, the objects a kind's REST refuses to
-//! delete (the system PriorityClasses).
+//! pod template labels of a batch/v1 Job and a CSR's requester (`csr`); on delete, the
+//! objects a kind's REST refuses to delete (the system PriorityClasses).
 
 use serde_json::{Map, Value, json};
 
@@ -16,6 +16,9 @@ const CONTROLLER_UID_LABELS: [&str; 2] = ["controller-uid", "batch.kubernetes.io
 pub(super) fn prepare_for_create(r: &ResourceInfo, obj: &mut Map<String, Value>) {
     if r.group == "batch" && r.plural == "jobs" {
         generate_job_selector(obj);
+    }
+    if super::csr::is(r) {
+        super::csr::prepare_for_create(obj);
     }
     // A new CRD's status: only `storedVersions`, the storage version (the CRD strategy).
     if crate::crd::serve::is_crd(r) {

@@ -31,6 +31,8 @@ pub const SERVED_SUBRESOURCES: &[&str] = &[
     "exec",
     "attach",
     "portforward",
+    "approval",
+    "ephemeralcontainers",
 ];
 
 /// The resources being served.
@@ -38,7 +40,8 @@ pub const SERVED_SUBRESOURCES: &[&str] = &[
 pub struct Registry {
     served: Vec<&'static ResourceInfo>,
     /// The create-only reviews (access reviews, SelfSubjectReview, TokenReview), at their
-    /// preferred versions: listed by discovery, never stored.
+    /// preferred versions, and the computed `componentstatuses`: listed by discovery, never
+    /// stored.
     reviews: Vec<&'static ResourceInfo>,
     by_path: HashMap<(String, String, String), &'static ResourceInfo>,
     /// The served versions of established CRDs, replaced whole on every CRD change.
@@ -61,7 +64,9 @@ impl Registry {
         let mut served: Vec<&'static ResourceInfo> = Vec::new();
         let mut reviews: Vec<&'static ResourceInfo> = Vec::new();
         for r in catalog::BUILTIN {
-            if matches!(r.kind_class, KindClass::Review)
+            // componentstatuses: computed on each read (`handlers::component_status`).
+            let computed = r.kind_class == KindClass::Virtual && r.plural == "componentstatuses";
+            if (matches!(r.kind_class, KindClass::Review) || computed)
                 && !reviews
                     .iter()
                     .any(|s| s.group == r.group && s.plural == r.plural)
@@ -86,6 +91,11 @@ impl Registry {
                 )
             })
             .collect();
+        let mut by_path: HashMap<(String, String, String), &'static ResourceInfo> = by_path;
+        // componentstatuses is found like a served resource (its handler computes it).
+        if let Some(cs) = reviews.iter().find(|r| r.kind_class == KindClass::Virtual) {
+            by_path.insert((cs.group.into(), cs.version.into(), cs.plural.into()), *cs);
+        }
         Registry {
             served,
             reviews,

@@ -16,13 +16,18 @@
 //! - `batch` — Job and CronJob (with the cron schedule parser of `robfig/cron`).
 //! - `core` — Pod, PodTemplate, Service, ConfigMap and Secret.
 //! - `events` — events.k8s.io/v1 Event (on its core form, as upstream).
+//! - `ephemeral` — a Pod's ephemeral containers and the `pods/ephemeralcontainers` update rules.
+//! - `certificates` — certificates.k8s.io/v1 CertificateSigningRequest (create, update,
+//!   `status` and `approval`).
 //!
 //! Metadata (name, labels) is checked elsewhere (`handlers::object`). Kinds not listed have no
 //! checks here.
 
 mod apps;
 mod batch;
+pub mod certificates;
 mod core;
+mod ephemeral;
 mod events;
 mod pod;
 
@@ -47,12 +52,38 @@ pub fn validate(
         return crate::crd::serve::validate(r, obj, old);
     }
     match (r.group, r.version) {
+        ("", "v1") if r.kind == "Pod" => pod_object(obj, old),
         ("", "v1") => core::validate(r.kind, obj, old),
+        ("certificates.k8s.io", "v1") if r.kind == "CertificateSigningRequest" => {
+            certificates::validate(obj, old, &current_subresource())
+        }
         ("apps", "v1") => apps::validate(r.kind, obj, old),
         ("batch", "v1") => batch::validate(r.kind, obj, old),
         ("events.k8s.io", "v1") => events::validate(r.kind, obj, old),
         _ => Vec::new(),
     }
+}
+
+/// The subresource of the request being served (`""` outside a request).
+fn current_subresource() -> String {
+    crate::admission::current().map_or_else(String::new, |r| r.info.subresource)
+}
+
+/// A Pod: its spec, its ephemeral containers, and through `pods/ephemeralcontainers` what
+/// may change of them (`ValidatePodCreate`, `ValidatePodEphemeralContainersUpdate`).
+fn pod_object(obj: &Obj, old: Option<&Obj>) -> Vec<FieldError> {
+    let mut errs = core::validate("Pod", obj, old);
+    let empty = Obj::new();
+    let spec = get_obj(obj, "spec").unwrap_or(&empty);
+    ephemeral::containers(&mut errs, spec);
+    match old {
+        None => ephemeral::create(&mut errs, spec),
+        Some(old) if current_subresource() == "ephemeralcontainers" => {
+            ephemeral::update(&mut errs, obj, old);
+        }
+        Some(_) => {}
+    }
+    errs
 }
 
 // ---- error constructors (upstream's field.Required, field.Invalid, …) ----

@@ -87,6 +87,13 @@ fn policy(errs: &mut Vec<FieldError>, value: &str, path: &str, supported: &[&str
     }
 }
 
+/// The names of the pod spec's volumes.
+pub(super) fn volume_names(spec: &Obj) -> HashSet<&str> {
+    objs(spec, "volumes")
+        .map(|(_, v)| get_str(v, "name"))
+        .collect()
+}
+
 /// `ValidateVolumes`: names required, DNS-1123 labels and unique. Returns the volume names.
 fn validate_volumes<'a>(errs: &mut Vec<FieldError>, spec: &'a Obj, path: &str) -> HashSet<&'a str> {
     let mut names = HashSet::new();
@@ -107,7 +114,7 @@ fn validate_volumes<'a>(errs: &mut Vec<FieldError>, spec: &'a Obj, path: &str) -
 
 /// `validateContainerCommon` and the regular/init checks: name, image, policies, ports,
 /// env names, volume mounts, resources.
-fn container(errs: &mut Vec<FieldError>, c: &Obj, volumes: &HashSet<&str>, path: &str) {
+pub(super) fn container(errs: &mut Vec<FieldError>, c: &Obj, volumes: &HashSet<&str>, path: &str) {
     let name = get_str(c, "name");
     if name.is_empty() {
         errs.push(required(&format!("{path}.name"), ""));

@@ -1,0 +1,380 @@
+//! CertificateSigningRequests on the whole control plane, with stock kubectl: a key and a
+//! PKCS#10 request made in the test (rcgen, no openssl) are posted with `kubectl create`;
+//! the server records the requester; `kubectl certificate approve` goes through the
+//! `approval` subresource; the controller manager's `csrsigning` signs with the cluster CA
+//! for `expirationSeconds`; the certificate then authenticates kubectl as the request's
+//! CN/O (`kubectl auth whoami`). Also: upstream's create validation (legacy signer,
+//! short expiration, bad PEM), deny + approve refused as mutually exclusive, a signer that
+//! refuses the request (`Failed`/`SignerValidationFailure`), and the `approve` permission on
+//! the signer that the approval subresource demands.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use e2e::ServerProcess;
+use e2e::cli::{cluster, json, ok, wait_for};
+use serde_json::Value;
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// A fresh key and a PEM certificate request for `cn` in organizations `orgs`.
+fn key_and_request(cn: &str, orgs: &[&str]) -> (String, String) {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::default();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, cn);
+    // rcgen keeps one value per attribute type: a second organization goes in under the
+    // same OID spelled as a custom type (two O attributes, as openssl writes them).
+    for (i, o) in orgs.iter().enumerate() {
+        let ty = if i == 0 {
+            rcgen::DnType::OrganizationName
+        } else {
+            rcgen::DnType::CustomDnType(vec![2, 5, 4, 10])
+        };
+        params.distinguished_name.push(ty, *o);
+    }
+    let req = params.serialize_request(&key).expect("csr");
+    (key.serialize_pem(), req.pem().expect("pem"))
+}
+
+/// A CSR manifest.
+fn manifest(
+    name: &str,
+    request_pem: &str,
+    signer: &str,
+    usages: &[&str],
+    expiry: Option<i64>,
+) -> String {
+    let usages: Vec<String> = usages.iter().map(|u| format!("  - {u}\n")).collect();
+    let expiry = expiry.map_or_else(String::new, |e| format!("  expirationSeconds: {e}\n"));
+    format!(
+        "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: {name}\nspec:\n  request: {}\n  signerName: {signer}\n{expiry}  usages:\n{}",
+        B64.encode(request_pem),
+        usages.concat()
+    )
+}
+
+fn create(s: &ServerProcess, yaml: &str) -> (bool, String, String) {
+    s.kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(yaml))
+        .expect("kubectl runs")
+}
+
+fn csr(s: &ServerProcess, name: &str) -> Value {
+    json(s, &["get", "csr", name, "-o", "json"])
+}
+
+/// A kubeconfig for the admin kubeconfig's cluster with a client certificate and key.
+fn kubeconfig_with_cert(s: &ServerProcess, dir: &Path, cert_pem: &[u8], key_pem: &str) -> PathBuf {
+    let admin: Value = serde_json::from_str(&ok(s, &["config", "view", "--raw", "-o", "json"]))
+        .expect("config json");
+    let ca = admin["clusters"][0]["cluster"]["certificate-authority-data"]
+        .as_str()
+        .expect("ca data");
+    let path = dir.join("alice.kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: alice\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: alice\ncurrent-context: c\n",
+        s.url,
+        B64.encode(cert_pem),
+        B64.encode(key_pem)
+    );
+    std::fs::write(&path, text).expect("write kubeconfig");
+    path
+}
+
+#[test]
+fn approved_csr_gives_a_certificate_kubectl_authenticates_with() {
+    let (dir, s) = cluster();
+    let (key, request) = key_and_request("alice", &["dev", "qa"]);
+    ok(&s, &["api-resources", "--api-group=certificates.k8s.io"]);
+    let (made, _, err) = create(
+        &s,
+        &manifest(
+            "alice",
+            &request,
+            "kubernetes.io/kube-apiserver-client",
+            &["client auth"],
+            Some(3600),
+        ),
+    );
+    assert!(made, "{err}");
+    let created = csr(&s, "alice");
+    // The requester is recorded by the server, whatever the client sent.
+    assert_eq!(created["spec"]["username"], "kubernetes-admin");
+    assert!(
+        created["spec"]["groups"]
+            .as_array()
+            .is_some_and(|g| g.iter().any(|g| g == "system:masters")),
+        "{created}"
+    );
+    assert_eq!(created["status"], serde_json::json!({}));
+    // Pending until approved: the signer does not sign unapproved requests.
+    let table = ok(&s, &["get", "csr", "alice"]);
+    assert!(table.contains("Pending"), "{table}");
+
+    let out = ok(&s, &["certificate", "approve", "alice"]);
+    assert!(out.contains("approved"), "{out}");
+    let cert = wait_for(&s, 30, "the signer to issue alice's certificate", || {
+        let c = csr(&s, "alice");
+        c["status"]["certificate"]
+            .as_str()
+            .map(|b| B64.decode(b).expect("base64 certificate"))
+    });
+    let signed = csr(&s, "alice");
+    let approved = &signed["status"]["conditions"][0];
+    assert_eq!(approved["type"], "Approved");
+    assert_eq!(approved["reason"], "KubectlApprove");
+    assert!(approved["lastUpdateTime"].is_string() && approved["lastTransitionTime"].is_string());
+    let table = ok(&s, &["get", "csr", "alice"]);
+    assert!(table.contains("Approved,Issued"), "{table}");
+
+    let alice = kubeconfig_with_cert(&s, dir.path(), &cert, &key);
+    let (who_ok, who, err) = s
+        .kubectl_as(&alice, &["auth", "whoami", "-o", "json"], None)
+        .expect("kubectl");
+    assert!(who_ok, "{err}\n{}", e2e::cli::tail(&s.log()));
+    let who: Value = serde_json::from_str(&who).expect("whoami json");
+    assert_eq!(who["status"]["userInfo"]["username"], "alice");
+    let groups = who["status"]["userInfo"]["groups"].clone();
+    assert_eq!(
+        groups,
+        serde_json::json!(["dev", "qa", "system:authenticated"])
+    );
+
+    // Approving again changes nothing; a certificate once issued cannot be replaced.
+    ok(&s, &["certificate", "approve", "alice"]);
+    let patch = format!(
+        r#"{{"status":{{"certificate":"{}"}}}}"#,
+        B64.encode("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+    );
+    let (replaced, _, err) = s
+        .kubectl(&[
+            "patch",
+            "csr",
+            "alice",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch,
+        ])
+        .expect("kubectl");
+    assert!(!replaced);
+    assert!(
+        err.contains(
+            "status.certificate: Forbidden: updates may not modify existing certificate content"
+        ) || err.contains("status.certificate: Invalid value"),
+        "{err}"
+    );
+}
+
+#[test]
+fn csr_validation_denial_and_signer_refusals() {
+    let (dir, s) = cluster();
+    let (_, request) = key_and_request("bob", &["dev"]);
+
+    // Upstream's create validation.
+    let (made, _, err) = create(
+        &s,
+        &manifest(
+            "legacy",
+            &request,
+            "kubernetes.io/legacy-unknown",
+            &["client auth"],
+            None,
+        ),
+    );
+    assert!(!made);
+    assert!(
+        err.contains("spec.signerName: Invalid value: \"kubernetes.io/legacy-unknown\": the legacy signerName is not allowed via this API version"),
+        "{err}"
+    );
+    let (made, _, err) = create(
+        &s,
+        &manifest(
+            "short",
+            &request,
+            "kubernetes.io/kube-apiserver-client",
+            &["client auth"],
+            Some(60),
+        ),
+    );
+    assert!(!made);
+    assert!(
+        err.contains("spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 600 seconds (10 minutes)"),
+        "{err}"
+    );
+    let (made, _, err) = create(
+        &s,
+        &manifest(
+            "garbage",
+            "not a pem",
+            "example.com/signer",
+            &["client auth"],
+            None,
+        ),
+    );
+    assert!(!made);
+    assert!(
+        err.contains("PEM block type must be CERTIFICATE REQUEST"),
+        "{err}"
+    );
+
+    // Denied, then approved: Approved and Denied exclude each other.
+    let (made, _, err) = create(
+        &s,
+        &manifest(
+            "denied",
+            &request,
+            "kubernetes.io/kube-apiserver-client",
+            &["client auth"],
+            None,
+        ),
+    );
+    assert!(made, "{err}");
+    ok(&s, &["certificate", "deny", "denied"]);
+    // kubectl itself will not approve a denied request: PUT the approval directly.
+    let mut both = csr(&s, "denied");
+    if let Some(conditions) = both["status"]["conditions"].as_array_mut() {
+        conditions
+            .push(serde_json::json!({"type": "Approved", "status": "True", "reason": "Test"}));
+    }
+    let file = dir.path().join("both.json");
+    std::fs::write(&file, both.to_string()).expect("write");
+    let (approved, _, err) = s
+        .kubectl(&[
+            "replace",
+            "--raw",
+            "/apis/certificates.k8s.io/v1/certificatesigningrequests/denied/approval",
+            "-f",
+            file.to_str().unwrap_or_default(),
+        ])
+        .expect("kubectl");
+    assert!(!approved);
+    assert!(
+        err.contains("Approved and Denied conditions are mutually exclusive"),
+        "{err}"
+    );
+    let denied = csr(&s, "denied");
+    assert_eq!(denied["status"]["conditions"][0]["type"], "Denied");
+    assert!(denied["status"]["certificate"].is_null());
+
+    // The kubelet client signer refuses a subject that is not a node's.
+    let (made, _, err) = create(
+        &s,
+        &manifest(
+            "not-a-node",
+            &request,
+            "kubernetes.io/kube-apiserver-client-kubelet",
+            &["digital signature", "client auth"],
+            None,
+        ),
+    );
+    assert!(made, "{err}");
+    ok(&s, &["certificate", "approve", "not-a-node"]);
+    let failed = wait_for(&s, 30, "the signer to mark not-a-node Failed", || {
+        let c = csr(&s, "not-a-node");
+        c["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Failed").cloned())
+    });
+    assert_eq!(failed["reason"], "SignerValidationFailure");
+    assert_eq!(
+        failed["message"],
+        "subject organization is not system:nodes"
+    );
+    assert!(csr(&s, "not-a-node")["status"]["certificate"].is_null());
+    // A node's own request is signed by the same signer.
+    let (_, node_request) = key_and_request("system:node:n1", &["system:nodes"]);
+    let (made, _, err) = create(
+        &s,
+        &manifest(
+            "node-n1",
+            &node_request,
+            "kubernetes.io/kube-apiserver-client-kubelet",
+            &["digital signature", "client auth"],
+            None,
+        ),
+    );
+    assert!(made, "{err}");
+    ok(&s, &["certificate", "approve", "node-n1"]);
+    wait_for(&s, 30, "node-n1's certificate", || {
+        csr(&s, "node-n1")["status"]["certificate"]
+            .as_str()
+            .map(str::to_owned)
+    });
+
+    // Approving needs `approve` on the signer, not only the subresource.
+    let (made, _, err) = create(
+        &s,
+        &manifest(
+            "pending",
+            &request,
+            "kubernetes.io/kube-apiserver-client",
+            &["client auth"],
+            None,
+        ),
+    );
+    assert!(made, "{err}");
+    let carol = dir.path().join("carol.kubeconfig");
+    let (written, _, err) = s
+        .capstan(&[
+            "kubeconfig",
+            "--data-dir",
+            s.data_dir.to_str().unwrap_or_default(),
+            "--user",
+            "carol",
+            "--server",
+            &s.url,
+            "--out",
+            carol.to_str().unwrap_or_default(),
+        ])
+        .expect("capstan kubeconfig");
+    assert!(written, "{err}");
+    ok(
+        &s,
+        &[
+            "create",
+            "clusterrole",
+            "csr-approver",
+            "--verb=get,list,update",
+            "--resource=certificatesigningrequests,certificatesigningrequests/approval",
+        ],
+    );
+    ok(
+        &s,
+        &[
+            "create",
+            "clusterrolebinding",
+            "carol-csr",
+            "--clusterrole=csr-approver",
+            "--user=carol",
+        ],
+    );
+    let (approved, _, err) = s
+        .kubectl_as(&carol, &["certificate", "approve", "pending"], None)
+        .expect("kubectl");
+    assert!(!approved);
+    assert!(
+        err.contains("certificatesigningrequests.certificates.k8s.io \"pending\" is forbidden: user not permitted to approve requests with signerName \"kubernetes.io/kube-apiserver-client\""),
+        "{err}"
+    );
+    // `signers` is no served resource: the role is written as YAML.
+    e2e::cli::apply(
+        &s,
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: client-signer-approver\nrules:\n- apiGroups: [certificates.k8s.io]\n  resources: [signers]\n  verbs: [approve]\n  resourceNames: [\"kubernetes.io/*\"]\n",
+    );
+    ok(
+        &s,
+        &[
+            "create",
+            "clusterrolebinding",
+            "carol-signer",
+            "--clusterrole=client-signer-approver",
+            "--user=carol",
+        ],
+    );
+    let (approved, _, err) = s
+        .kubectl_as(&carol, &["certificate", "approve", "pending"], None)
+        .expect("kubectl");
+    assert!(approved, "{err}");
+}
