@@ -10,6 +10,7 @@
 )]
 
 pub mod admission;
+pub mod aggregator;
 pub mod apply;
 pub mod audit;
 pub mod authn;

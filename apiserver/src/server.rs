@@ -48,6 +48,8 @@ pub struct ApiServerConfig {
     pub encryption_provider_config: Option<PathBuf>,
     /// `--enable-admission-plugins` / `--disable-admission-plugins`.
     pub admission: crate::admission::AdmissionConfig,
+    /// API aggregation: `--proxy-client-*` and `--requestheader-*`.
+    pub aggregator: crate::aggregator::AggregatorConfig,
 }
 
 /// Errors starting the server.
@@ -76,6 +78,9 @@ pub enum Error {
     /// The audit policy or log could not be loaded or opened.
     #[error("audit: {0}")]
     Audit(String),
+    /// The aggregation flags were refused.
+    #[error("aggregation: {0}")]
+    Aggregator(String),
     /// The encryption configuration could not be loaded.
     #[error("encryption at rest: {0}")]
     Encryption(String),
@@ -346,8 +351,8 @@ async fn openapi(api: LazyOpenApi, req: Request) -> Response {
 }
 
 /// The router with the tier-1 pipeline: request info → audit ID → authentication → audit →
-/// impersonation → metrics → flow control (seats, queue, 429) → authorization (`auditor`: `None` when
-/// auditing is off).
+/// impersonation → metrics → flow control (seats, queue, 429) → authorization → aggregation
+/// (`auditor`: `None` when auditing is off).
 pub fn router(
     ctx: Arc<Ctx>,
     authorizer: Arc<dyn Authorizer>,
@@ -355,6 +360,7 @@ pub fn router(
     metrics: Arc<Metrics>,
     flow_control: Arc<crate::flow_control::FlowControl>,
     auditor: Option<Arc<crate::audit::Auditor>>,
+    aggregator: Arc<crate::aggregator::Aggregator>,
 ) -> Router {
     let exposition = Arc::clone(&metrics);
     let (oidc, jwks) = (authn.openid_configuration(), authn.jwks());
@@ -447,8 +453,20 @@ pub fn router(
         .layer(axum::middleware::from_fn(move |req, next| {
             pipeline::authorize(Arc::clone(&authorizer), req, next)
         }))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            crate::aggregator::layer(Arc::clone(&aggregator), req, next)
+        }))
         .service(resources);
     Router::new().fallback_service(pipeline)
+}
+
+/// A task stopped when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Serves until `shutdown` completes.
@@ -477,6 +495,10 @@ pub async fn serve(
     let authn = crate::authn::Authenticator::new(&cfg.authn, Some(ctx.storage.clone()))
         .map_err(Error::Authn)?;
     let auditor = crate::audit::Auditor::from_config(&cfg.audit).map_err(Error::Audit)?;
+    let aggregator =
+        crate::aggregator::Aggregator::new(Arc::clone(&ctx), &cfg.aggregator, &cfg.client_ca_file)
+            .map_err(Error::Aggregator)?;
+    let availability = AbortOnDrop(tokio::spawn(Arc::clone(&aggregator).run()));
     let app = router(
         ctx,
         authorizer as Arc<dyn Authorizer>,
@@ -484,7 +506,9 @@ pub async fn serve(
         metrics,
         flow_control,
         auditor,
+        aggregator,
     );
+    let _availability = availability;
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {

@@ -54,6 +54,9 @@ enum Command {
     Controllers(ComponentArgs<controllers::Options>),
     /// Run simulated nodes against an API server (as KWOK does).
     Nodes(ComponentArgs<nodes::Options>),
+    /// Serve the resource metrics API (metrics.k8s.io) as an aggregated API server, as
+    /// metrics-server does; it registers its APIService itself.
+    MetricsServer(ComponentArgs<metrics_server::Options>),
 }
 
 /// Flags of a component that is an API client: its kubeconfig and its own flags.
@@ -408,6 +411,29 @@ struct ServerArgs {
     /// (providers `identity`, `aescbc`, `aesgcm` and `secretbox`).
     #[arg(long)]
     encryption_provider_config: Option<std::path::PathBuf>,
+    /// Client certificate the API server presents to extension API servers (default: the
+    /// data directory's `pki/front-proxy-client.crt`).
+    #[arg(long)]
+    proxy_client_cert_file: Option<PathBuf>,
+    /// Key of `--proxy-client-cert-file` (default: `pki/front-proxy-client.key`).
+    #[arg(long)]
+    proxy_client_key_file: Option<PathBuf>,
+    /// CA extension API servers trust request headers from (default:
+    /// `pki/front-proxy-ca.crt`); published in `kube-system/extension-apiserver-authentication`.
+    #[arg(long)]
+    requestheader_client_ca_file: Option<PathBuf>,
+    /// Common names allowed to send request headers (default: `front-proxy-client`).
+    #[arg(long, value_delimiter = ',')]
+    requestheader_allowed_names: Vec<String>,
+    /// Headers carrying the user name.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-User")]
+    requestheader_username_headers: Vec<String>,
+    /// Headers carrying the groups.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Group")]
+    requestheader_group_headers: Vec<String>,
+    /// Prefixes of headers carrying extra attributes.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
+    requestheader_extra_headers_prefix: Vec<String>,
     /// Simulated nodes to run in-process (0: none).
     #[arg(long, default_value_t = 3)]
     nodes: usize,
@@ -419,6 +445,12 @@ struct ServerArgs {
     /// Do not run the scheduler in-process (as k3s' flag).
     #[arg(long)]
     disable_scheduler: bool,
+    /// Do not run the metrics server (metrics.k8s.io through the aggregator) in-process.
+    #[arg(long)]
+    disable_metrics_server: bool,
+    /// Port of the in-process metrics server (0: any free port; its EndpointSlice names it).
+    #[arg(long, default_value_t = 0)]
+    metrics_server_port: u16,
     /// Do not run the controller manager in-process (as k3s' flag).
     #[arg(long)]
     disable_controller_manager: bool,
@@ -433,6 +465,13 @@ struct ServerArgs {
     /// how long a Node that never posted status waits before its conditions become Unknown.
     #[arg(long)]
     node_startup_grace_period: Option<String>,
+    /// The in-process HPA controller's `--horizontal-pod-autoscaler-sync-period` (e.g. `15s`).
+    #[arg(long)]
+    horizontal_pod_autoscaler_sync_period: Option<String>,
+    /// The in-process HPA controller's `--horizontal-pod-autoscaler-downscale-stabilization`
+    /// (e.g. `5m`; tests shorten it).
+    #[arg(long)]
+    horizontal_pod_autoscaler_downscale_stabilization: Option<String>,
     /// Comma-separated URLs on which the embedded store member also serves the etcd v3 API
     /// (https://IP:PORT or http://IP:PORT; default: none), as a stacked etcd member does.
     /// `https://` URLs serve the certificate `pki/etcd/server.crt` (issued from the cluster
@@ -792,6 +831,30 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     tracing::info!(kubeconfig = %pki.admin_kubeconfig.display(), "admin kubeconfig written");
     configure_kubelet_client(&pki)?;
     let components = CancellationToken::new();
+        aggregator: {
+            let front_proxy = certs::FrontProxyPaths::new(&pki.pki_dir);
+            apiserver::aggregator::AggregatorConfig {
+                proxy_client_cert_file: Some(
+                    args.proxy_client_cert_file
+                        .unwrap_or(front_proxy.client_cert),
+                ),
+                proxy_client_key_file: Some(
+                    args.proxy_client_key_file.unwrap_or(front_proxy.client_key),
+                ),
+                requestheader_client_ca_file: Some(
+                    args.requestheader_client_ca_file
+                        .unwrap_or(front_proxy.ca_cert),
+                ),
+                requestheader_allowed_names: if args.requestheader_allowed_names.is_empty() {
+                    vec![certs::FRONT_PROXY_CLIENT_NAME.to_owned()]
+                } else {
+                    args.requestheader_allowed_names
+                },
+                requestheader_username_headers: args.requestheader_username_headers,
+                requestheader_group_headers: args.requestheader_group_headers,
+                requestheader_extra_headers_prefix: args.requestheader_extra_headers_prefix,
+            }
+        },
     let mut tasks = Vec::new();
     if !args.disable_scheduler {
         let kubeconfig = component_kubeconfig(&pki, "scheduler", SCHEDULER_USER, &server_url)?;
@@ -827,6 +890,14 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
                 controllers::parse_duration(g).map_err(anyhow::Error::msg)?;
         }
         tasks.push(spawn_component(
+        if let Some(p) = &args.horizontal_pod_autoscaler_sync_period {
+            options.horizontal_pod_autoscaler_sync_period =
+                controllers::parse_duration(p).map_err(anyhow::Error::msg)?;
+        }
+        if let Some(w) = &args.horizontal_pod_autoscaler_downscale_stabilization {
+            options.horizontal_pod_autoscaler_downscale_stabilization =
+                controllers::parse_duration(w).map_err(anyhow::Error::msg)?;
+        }
             "controllers",
             &kubeconfig,
             &components,
@@ -838,6 +909,31 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         #[allow(clippy::needless_update)] // the other flags keep their defaults
         let options = nodes::Options {
             count: args.nodes,
+    if !args.disable_metrics_server {
+        // It registers its Service, EndpointSlice and APIService itself, as applying
+        // metrics-server's manifest does: the admin's group.
+        let kubeconfig = pki.dir.join("metrics-server.kubeconfig");
+        certs::write_user_kubeconfig(
+            &pki,
+            METRICS_SERVER_USER,
+            &[certs::MASTERS_GROUP.to_owned()],
+            &server_url,
+            &kubeconfig,
+        )?;
+        let options = metrics_server::Options {
+            bind_address: args.bind_address,
+            secure_port: args.metrics_server_port,
+            tls_cert_file: Some(pki.apiserver_cert.clone()),
+            tls_private_key_file: Some(pki.apiserver_key.clone()),
+            ..metrics_server::Options::default()
+        };
+        tasks.push(spawn_component(
+            "metrics-server",
+            &kubeconfig,
+            &components,
+            |c, t| metrics_server::run(c, options, t),
+        ));
+    }
             runtime: args.node_runtime,
             runtime_dir: args.data_dir.join("nodes"),
             pki_dir: Some(pki.pki_dir.clone()),
@@ -1000,6 +1096,8 @@ const CONTROLLER_MANAGER_USER: &str = "system:kube-controller-manager";
 fn configure_kubelet_client(pki: &certs::PkiPaths) -> anyhow::Result<()> {
     let ca = certs::CertificateAuthority::load(&pki.ca_cert, &pki.ca_key)?;
     let client = certs::issue_client_cert(&ca, "kube-apiserver-kubelet-client", &[])?;
+/// The user the in-process metrics server connects as.
+const METRICS_SERVER_USER: &str = "system:metrics-server";
     apiserver::handlers::kubelet_proxy::configure(ca.cert_pem(), &client.cert_pem, &client.key_pem)
         .map_err(anyhow::Error::msg)
 }
@@ -1145,6 +1243,9 @@ fn main() -> ExitCode {
                 println!(
                     "[certs] CA, service-account key and admin kubeconfig in {}",
                     pki.dir.display()
+            Command::MetricsServer(a) => {
+                run_component(&a.kubeconfig, |c, t| metrics_server::run(c, a.options, t)).await
+            }
                 );
                 Ok(())
             }

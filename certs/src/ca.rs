@@ -67,10 +67,16 @@ impl CertificateAuthority {
     /// for [`CA_VALIDITY`], basic constraints `CA:TRUE`, key usages certificate and CRL
     /// signing.
     pub fn generate() -> Result<Self> {
+        Self::generate_named(CA_COMMON_NAME)
+    }
+
+    /// As [`generate`](Self::generate), with subject `CN=<common_name>` (the front-proxy CA
+    /// is a second CA of its own name, as kubeadm's `front-proxy-ca`).
+    pub fn generate_named(common_name: &str) -> Result<Self> {
         let key = KeyPair::generate().map_err(Error::generate("CA key"))?;
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, CA_COMMON_NAME);
+        dn.push(DnType::CommonName, common_name);
         params.distinguished_name = dn;
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![

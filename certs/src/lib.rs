@@ -18,6 +18,7 @@
 mod ca;
 mod client;
 mod error;
+mod front_proxy;
 mod identity;
 mod issue;
 mod kubeconfig;
@@ -36,6 +37,9 @@ use x509_parser::prelude::FromDer;
 pub use ca::{CA_COMMON_NAME, CA_VALIDITY, CertificateAuthority, IssuedCert, leaf_params};
 pub use client::{ADMIN_USER, CLIENT_VALIDITY, MASTERS_GROUP, admin, issue_client_cert};
 pub use error::{Error, Result};
+pub use front_proxy::{
+    FRONT_PROXY_CA_NAME, FRONT_PROXY_CLIENT_NAME, FrontProxyPaths, ensure_front_proxy,
+};
 pub use identity::identity_from_der;
 pub use issue::{
     DEFAULT_DNS_NAMES, KUBERNETES_SERVICE_IP, SERVING_COMMON_NAME, SERVING_VALIDITY, San,
@@ -63,6 +67,7 @@ pub const RENEW_BEFORE: Duration = Duration::days(30);
 /// - Admin client certificate (`pki/admin.{crt,key}`): same rule, issued by [`admin`].
 /// - Service-account key (`pki/sa.{key,pub}`): generated if missing; `sa.pub` is re-derived
 ///   from `sa.key` if only it is missing; `sa.pub` alone is [`Error::IncompletePair`].
+/// - Front-proxy CA and client certificate ([`ensure_front_proxy`]).
 /// - `admin.kubeconfig`: rewritten only if its content would change (for example a new
 ///   `server_url` or a reissued admin certificate).
 ///
@@ -94,6 +99,7 @@ pub fn ensure_pki(dir: &Path, extra_sans: &[String], server_url: &str) -> Result
         &|| admin(&ca),
     )?;
     ensure_sa_keys(&paths)?;
+    ensure_front_proxy(&paths.pki_dir)?;
 
     Kubeconfig {
         server_url,
@@ -332,7 +338,8 @@ mod tests {
             assert_eq!(mode_of(public), 0o644, "{}", public.display());
         }
         assert_eq!(mode_of(&paths.pki_dir), 0o700);
-        assert_eq!(snapshot(tmp.path()).len(), 9, "no stray temp files");
+        // 9 files plus the front-proxy CA and client pairs.
+        assert_eq!(snapshot(tmp.path()).len(), 13, "no stray temp files");
 
         let ca = CertificateAuthority::load(&paths.ca_cert, &paths.ca_key).unwrap();
         let serving = pem_der(&paths.apiserver_cert);

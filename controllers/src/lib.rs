@@ -14,6 +14,7 @@ mod endpoints;
 mod endpointslice;
 mod garbage_collector;
 mod history;
+mod hpa;
 mod informer;
 mod job;
 mod leader_election;
@@ -88,6 +89,13 @@ pub struct Options {
     #[arg(long, default_value = "8760h", value_parser = node_lifecycle::parse_duration)]
     pub cluster_signing_duration: Duration,
 }
+    /// How often each HorizontalPodAutoscaler is evaluated (upstream's flag and default).
+    #[arg(long, default_value = "15s", value_parser = node_lifecycle::parse_duration)]
+    pub horizontal_pod_autoscaler_sync_period: Duration,
+    /// The down-scale stabilization window of HPAs whose behavior sets none (upstream's flag
+    /// and default; tests shorten it).
+    #[arg(long, default_value = "5m", value_parser = node_lifecycle::parse_duration)]
+    pub horizontal_pod_autoscaler_downscale_stabilization: Duration,
 
 impl Default for Options {
     fn default() -> Self {
@@ -108,6 +116,8 @@ impl Default for Options {
 }
 
 /// A running controller loop: runs until the token is cancelled.
+            horizontal_pod_autoscaler_sync_period: Duration::from_secs(15),
+            horizontal_pod_autoscaler_downscale_stabilization: Duration::from_secs(300),
 type LoopFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
 
 /// Starts one controller loop.
@@ -226,6 +236,11 @@ const CONTROLLERS: &[ControllerSpec] = &[
         start: clusterrole_aggregation::start,
     },
 ];
+    ControllerSpec {
+        name: "horizontalpodautoscaling",
+        default_on: true,
+        start: hpa::start,
+    },
 
 /// Whether `name` is enabled by `--controllers` (later entries win, as upstream's
 /// `IsControllerEnabled`: an explicit `name` or `-name` beats `*`).

@@ -1,0 +1,227 @@
+//! The resource metrics API through the aggregator: `capstan server` runs its metrics server
+//! (an extension API server of its own, registered by APIService `v1beta1.metrics.k8s.io`
+//! through a Service and an EndpointSlice), and stock `kubectl top` reads it. Usage is
+//! simulated: half of each container's request, or the pod's `metrics.capstan.io/cpu` and
+//! `metrics.capstan.io/memory` annotations.
+
+use e2e::cli::{apply, cluster, json, ok, wait_for};
+use serde_json::Value;
+
+const WORKLOADS: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+spec:
+  replicas: 2
+  selector:
+    matchLabels: { app: web }
+  template:
+    metadata:
+      labels: { app: web }
+    spec:
+      containers:
+      - name: nginx
+        image: nginx
+        resources:
+          requests: { cpu: 200m, memory: 64Mi }
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hot
+  namespace: default
+  labels: { app: hot }
+  annotations:
+    metrics.capstan.io/cpu: 750m
+    metrics.capstan.io/memory: 300Mi
+spec:
+  containers:
+  - name: main
+    image: busybox
+    resources:
+      requests: { cpu: 500m, memory: 100Mi }
+  - name: sidecar
+    image: busybox
+    resources:
+      requests: { cpu: 250m, memory: 100Mi }
+"#;
+
+/// The columns of a `kubectl top` table row.
+fn rows(out: &str) -> Vec<Vec<String>> {
+    out.lines()
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
+#[test]
+fn kubectl_top_reads_the_metrics_api_through_the_aggregator() {
+    let (_dir, s) = cluster();
+    // The metrics server registered itself and the aggregator found it.
+    wait_for(&s, 60, "v1beta1.metrics.k8s.io available", || {
+        let out = ok(&s, &["get", "apiservice", "v1beta1.metrics.k8s.io"]);
+        out.contains("kube-system/metrics-server").then_some(())?;
+        out.contains("True").then_some(out)
+    });
+    let svc = json(
+        &s,
+        &["get", "apiservice", "v1beta1.metrics.k8s.io", "-o", "json"],
+    );
+    assert_eq!(svc["spec"]["insecureSkipTLSVerify"], true);
+    let cond = &svc["status"]["conditions"][0];
+    assert_eq!(
+        (cond["reason"].as_str(), cond["message"].as_str()),
+        (Some("Passed"), Some("all checks passed"))
+    );
+
+    apply(&s, WORKLOADS);
+    wait_for(&s, 60, "three running pods", || {
+        let out = ok(
+            &s,
+            &[
+                "get",
+                "pods",
+                "--field-selector=status.phase=Running",
+                "-o",
+                "name",
+            ],
+        );
+        (out.lines().count() == 3).then_some(())
+    });
+
+    // Nodes: upstream's columns, one row per node.
+    let nodes = wait_for(&s, 30, "kubectl top nodes", || {
+        let (done, out, _) = s.kubectl(&["top", "nodes"]).expect("kubectl");
+        done.then_some(out)
+    });
+    let table = rows(&nodes);
+    assert_eq!(
+        table[0],
+        ["NAME", "CPU(cores)", "CPU(%)", "MEMORY(bytes)", "MEMORY(%)"],
+        "{nodes}"
+    );
+    let node_count = ok(&s, &["get", "nodes", "-o", "name"]).lines().count();
+    assert_eq!(table.len() - 1, node_count, "{nodes}");
+    // Overhead 50m plus the pods on the node.
+    let total_mcpu: u64 = table[1..]
+        .iter()
+        .map(|r| {
+            r[1].trim_end_matches('m')
+                .parse::<u64>()
+                .expect("millicores")
+        })
+        .sum();
+    assert_eq!(
+        total_mcpu,
+        50 * node_count as u64 + 100 + 100 + 750,
+        "{nodes}"
+    );
+
+    // Pods in every namespace.
+    let pods = ok(&s, &["top", "pods", "-A"]);
+    let table = rows(&pods);
+    assert_eq!(
+        table[0],
+        ["NAMESPACE", "NAME", "CPU(cores)", "MEMORY(bytes)"],
+        "{pods}"
+    );
+    let hot = table.iter().find(|r| r[1] == "hot").expect("hot listed");
+    assert_eq!(
+        (hot[2].as_str(), hot[3].as_str()),
+        ("750m", "300Mi"),
+        "{pods}"
+    );
+    let web: Vec<_> = table.iter().filter(|r| r[1].starts_with("web-")).collect();
+    assert_eq!(web.len(), 2, "{pods}");
+    for w in web {
+        assert_eq!((w[2].as_str(), w[3].as_str()), ("100m", "32Mi"), "{pods}");
+    }
+
+    // Containers: the override shared by the requests (2:1 for CPU, 1:1 for memory).
+    let containers = ok(&s, &["top", "pod", "hot", "--containers"]);
+    let table = rows(&containers);
+    assert_eq!(
+        table[0],
+        ["POD", "NAME", "CPU(cores)", "MEMORY(bytes)"],
+        "{containers}"
+    );
+    assert!(
+        table.contains(&vec![
+            "hot".into(),
+            "main".into(),
+            "500m".into(),
+            "150Mi".into()
+        ]),
+        "{containers}"
+    );
+    assert!(
+        table.contains(&vec![
+            "hot".into(),
+            "sidecar".into(),
+            "250m".into(),
+            "150Mi".into()
+        ]),
+        "{containers}"
+    );
+
+    // Label selector and sorting.
+    let web = ok(&s, &["top", "pods", "-l", "app=web"]);
+    assert_eq!(rows(&web).len(), 3, "{web}");
+    assert!(!web.contains("hot"), "{web}");
+    let sorted = ok(&s, &["top", "pods", "--sort-by=cpu"]);
+    assert_eq!(rows(&sorted)[1][0], "hot", "{sorted}");
+    let sorted = ok(&s, &["top", "pods", "--sort-by=memory"]);
+    assert_eq!(rows(&sorted)[1][0], "hot", "{sorted}");
+
+    // The API itself: objects, a field selector, NotFound.
+    let one: Value = serde_json::from_str(&ok(
+        &s,
+        &[
+            "get",
+            "--raw",
+            "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/hot",
+        ],
+    ))
+    .expect("json");
+    assert_eq!(one["kind"], "PodMetrics");
+    assert_eq!(one["containers"][0]["usage"]["cpu"], "500000000n");
+    assert_eq!(one["metadata"]["labels"]["app"], "hot");
+    let picked: Value = serde_json::from_str(&ok(
+        &s,
+        &["get", "--raw", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods?fieldSelector=metadata.name%3Dhot"],
+    ))
+    .expect("json");
+    assert_eq!(
+        picked["items"].as_array().map(Vec::len),
+        Some(1),
+        "{picked}"
+    );
+    let (found, _, err) = s
+        .kubectl(&[
+            "get",
+            "--raw",
+            "/apis/metrics.k8s.io/v1beta1/nodes/no-such-node",
+        ])
+        .expect("kubectl");
+    assert!(!found && err.contains("NotFound"), "{err}");
+    let node_list: Value = serde_json::from_str(&ok(
+        &s,
+        &["get", "--raw", "/apis/metrics.k8s.io/v1beta1/nodes"],
+    ))
+    .expect("json");
+    assert_eq!(node_list["kind"], "NodeMetricsList");
+
+    // Raising the usage by annotation shows at once.
+    ok(
+        &s,
+        &[
+            "annotate",
+            "pod",
+            "hot",
+            "--overwrite",
+            "metrics.capstan.io/cpu=1500m",
+        ],
+    );
+    let pods = ok(&s, &["top", "pod", "hot"]);
+    assert!(rows(&pods)[1].contains(&"1500m".to_owned()), "{pods}");
+}

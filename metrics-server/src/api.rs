@@ -1,0 +1,332 @@
+//! The `metrics.k8s.io/v1beta1` endpoints: discovery, NodeMetrics and PodMetrics get and
+//! list with `labelSelector` and `fieldSelector` (passed to the node or pod list they are
+//! computed from, so the API server's selector rules apply), errors as `metav1.Status`.
+//! Only running pods bound to a node have metrics, as with metrics-server.
+
+use std::collections::BTreeMap;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+
+use crate::auth::RequestHeaderTrust;
+use crate::usage::{self, NODE_CPU_OVERHEAD_NANOS, NODE_MEMORY_OVERHEAD_BYTES};
+
+const GROUP: &str = "metrics.k8s.io";
+const VERSION: &str = "v1beta1";
+
+/// What the handlers share.
+pub(crate) struct State {
+    /// The API client pods and nodes are read with.
+    pub(crate) client: kube::Client,
+    /// The reported window.
+    pub(crate) window_seconds: u64,
+    /// The request-header trust.
+    pub(crate) trust: RequestHeaderTrust,
+}
+
+type Reply = hyper::Response<Full<Bytes>>;
+
+fn reply(code: u16, body: &Value) -> Reply {
+    let mut r = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Reply {
+    reply(
+        code,
+        &json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                 "message": message, "reason": reason, "code": code }),
+    )
+}
+
+fn not_found(resource: &str, name: &str) -> Reply {
+    status(
+        404,
+        "NotFound",
+        &format!("{resource}.{GROUP} \"{name}\" not found"),
+    )
+}
+
+/// Percent-decoding of a query value (`+` is a space).
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                match s
+                    .get(i + 1..i + 3)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn query_param(query: &str, key: &str) -> String {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| decode(v))
+        .unwrap_or_default()
+}
+
+fn list_params(query: &str) -> ListParams {
+    let mut lp = ListParams::default();
+    let labels = query_param(query, "labelSelector");
+    if !labels.is_empty() {
+        lp = lp.labels(&labels);
+    }
+    let fields = query_param(query, "fieldSelector");
+    if !fields.is_empty() {
+        lp = lp.fields(&fields);
+    }
+    lp
+}
+
+fn api_error(e: kube::Error) -> Reply {
+    match e {
+        kube::Error::Api(s) => status(s.code, &s.reason, &s.message),
+        other => status(500, "InternalError", &other.to_string()),
+    }
+}
+
+/// `metav1.Time` now (whole seconds).
+fn now() -> String {
+    let ts = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(ts.as_second()).map_or_else(|_| ts.to_string(), |t| t.to_string())
+}
+
+fn cpu(nanos: u64) -> String {
+    format!("{nanos}n")
+}
+
+fn memory(bytes: u64) -> String {
+    format!("{}Ki", bytes / 1024)
+}
+
+fn labels(l: Option<&BTreeMap<String, String>>) -> Value {
+    l.map_or(Value::Null, |l| json!(l))
+}
+
+fn running(p: &Pod) -> bool {
+    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        && p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some()
+}
+
+fn pod_metrics(p: &Pod, ts: &str, window: &str) -> Value {
+    let containers: Vec<Value> = usage::pod_usage(p)
+        .into_iter()
+        .map(|c| json!({ "name": c.name, "usage": { "cpu": cpu(c.cpu_nanos), "memory": memory(c.memory_bytes) } }))
+        .collect();
+    json!({
+        "kind": "PodMetrics", "apiVersion": format!("{GROUP}/{VERSION}"),
+        "metadata": { "name": p.metadata.name, "namespace": p.metadata.namespace,
+                      "creationTimestamp": ts, "labels": labels(p.metadata.labels.as_ref()) },
+        "timestamp": ts, "window": window, "containers": containers,
+    })
+}
+
+async fn pods(state: &State, namespace: Option<&str>, name: Option<&str>, query: &str) -> Reply {
+    let api: Api<Pod> = match namespace {
+        Some(ns) => Api::namespaced(state.client.clone(), ns),
+        None => Api::all(state.client.clone()),
+    };
+    let (ts, window) = (now(), format!("{}s", state.window_seconds));
+    if let Some(name) = name {
+        return match api.get_opt(name).await {
+            Ok(Some(p)) if running(&p) => reply(200, &pod_metrics(&p, &ts, &window)),
+            Ok(_) => not_found("podmetrics", name),
+            Err(e) => api_error(e),
+        };
+    }
+    match api.list(&list_params(query)).await {
+        Ok(list) => {
+            let items: Vec<Value> = list
+                .items
+                .iter()
+                .filter(|p| running(p))
+                .map(|p| pod_metrics(p, &ts, &window))
+                .collect();
+            reply(
+                200,
+                &json!({ "kind": "PodMetricsList", "apiVersion": format!("{GROUP}/{VERSION}"),
+                         "metadata": {}, "items": items }),
+            )
+        }
+        Err(e) => api_error(e),
+    }
+}
+
+async fn nodes(state: &State, name: Option<&str>, query: &str) -> Reply {
+    let node_api: Api<Node> = Api::all(state.client.clone());
+    let nodes: Vec<Node> = match name {
+        Some(n) => match node_api.get_opt(n).await {
+            Ok(Some(node)) => vec![node],
+            Ok(None) => return not_found("nodemetrics", n),
+            Err(e) => return api_error(e),
+        },
+        None => match node_api.list(&list_params(query)).await {
+            Ok(l) => l.items,
+            Err(e) => return api_error(e),
+        },
+    };
+    let pods: Vec<Pod> = match Api::<Pod>::all(state.client.clone())
+        .list(&ListParams::default().fields("status.phase=Running"))
+        .await
+    {
+        Ok(l) => l.items,
+        Err(e) => return api_error(e),
+    };
+    let mut per_node: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for p in pods.iter().filter(|p| running(p)) {
+        let node = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let e = per_node.entry(node).or_default();
+        for c in usage::pod_usage(p) {
+            e.0 += c.cpu_nanos;
+            e.1 += c.memory_bytes;
+        }
+    }
+    let (ts, window) = (now(), format!("{}s", state.window_seconds));
+    let mut items: Vec<Value> = nodes
+        .iter()
+        .map(|n| {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            let (c, m) = per_node.get(&name).copied().unwrap_or_default();
+            json!({
+                "kind": "NodeMetrics", "apiVersion": format!("{GROUP}/{VERSION}"),
+                "metadata": { "name": name, "creationTimestamp": ts,
+                              "labels": labels(n.metadata.labels.as_ref()) },
+                "timestamp": ts, "window": window,
+                "usage": { "cpu": cpu(c + NODE_CPU_OVERHEAD_NANOS),
+                           "memory": memory(m + NODE_MEMORY_OVERHEAD_BYTES) },
+            })
+        })
+        .collect();
+    if let Some(n) = name {
+        return match items.pop() {
+            Some(one) => reply(200, &one),
+            None => not_found("nodemetrics", n),
+        };
+    }
+    reply(
+        200,
+        &json!({ "kind": "NodeMetricsList", "apiVersion": format!("{GROUP}/{VERSION}"),
+                 "metadata": {}, "items": items }),
+    )
+}
+
+fn resource_list() -> Value {
+    let verbs = json!(["get", "list"]);
+    json!({
+        "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{GROUP}/{VERSION}"),
+        "resources": [
+            { "name": "nodes", "singularName": "", "namespaced": false, "kind": "NodeMetrics", "verbs": verbs },
+            { "name": "pods", "singularName": "", "namespaced": true, "kind": "PodMetrics", "verbs": verbs },
+        ],
+    })
+}
+
+fn group() -> Value {
+    let gv = json!({ "groupVersion": format!("{GROUP}/{VERSION}"), "version": VERSION });
+    json!({ "kind": "APIGroup", "apiVersion": "v1", "name": GROUP, "versions": [gv], "preferredVersion": gv })
+}
+
+/// Answers one request; `proxy` says whether the connection's client certificate may send
+/// request headers.
+pub(crate) async fn serve(
+    state: &State,
+    proxy: bool,
+    req: hyper::Request<hyper::body::Incoming>,
+) -> Reply {
+    let path = req.uri().path().trim_end_matches('/').to_owned();
+    let query = req.uri().query().unwrap_or("").to_owned();
+    if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") {
+        let mut r = hyper::Response::new(Full::new(Bytes::from_static(b"ok")));
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        return r;
+    }
+    let user = if proxy {
+        state.trust.user(req.headers())
+    } else {
+        None
+    };
+    let Some((user, _groups)) = user else {
+        return status(401, "Unauthorized", "Unauthorized");
+    };
+    tracing::debug!(%user, %path, "metrics request");
+    if req.method() != http::Method::GET {
+        return status(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        );
+    }
+    let base = format!("/apis/{GROUP}/{VERSION}");
+    if path == "/apis" {
+        let mut g = group();
+        g.as_object_mut().map(|o| o.remove("kind"));
+        g.as_object_mut().map(|o| o.remove("apiVersion"));
+        return reply(
+            200,
+            &json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": [g] }),
+        );
+    }
+    if path == format!("/apis/{GROUP}") {
+        return reply(200, &group());
+    }
+    if path == base {
+        return reply(200, &resource_list());
+    }
+    let Some(rest) = path.strip_prefix(&format!("{base}/")) else {
+        return status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
+    };
+    let parts: Vec<&str> = rest.split('/').collect();
+    match parts.as_slice() {
+        ["nodes"] => nodes(state, None, &query).await,
+        ["nodes", name] => nodes(state, Some(name), &query).await,
+        ["pods"] => pods(state, None, None, &query).await,
+        ["namespaces", ns, "pods"] => pods(state, Some(ns), None, &query).await,
+        ["namespaces", ns, "pods", name] => pods(state, Some(ns), Some(name), &query).await,
+        _ => status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        ),
+    }
+}
