@@ -185,6 +185,32 @@ spec:
     assert!(out.contains("got hello"), "{out}");
     wait_phase(&s, "att", "Succeeded", 30);
 
+    // kubectl cp, both ways (tar over exec).
+    let local = tempfile::tempdir().expect("tempdir");
+    let src = local.path().join("in.txt");
+    std::fs::write(&src, "copied in\n").expect("write");
+    let src_arg = src.display().to_string();
+    ok(&s, &["cp", &src_arg, "b:/tmp/in.txt"]);
+    assert_eq!(
+        ok(&s, &["exec", "b", "--", "cat", "/tmp/in.txt"]),
+        "copied in\n"
+    );
+    let back = local.path().join("out.txt").display().to_string();
+    ok(&s, &["cp", "b:/tmp/in.txt", &back]);
+    assert_eq!(std::fs::read_to_string(&back).expect("read"), "copied in\n");
+    // The container's writes stay in its own layer.
+    assert!(
+        !std::path::Path::new("/tmp/in.txt").exists()
+            || std::fs::read_to_string("/tmp/in.txt").is_ok_and(|c| c != "copied in\n")
+    );
+    // The kubelet API through nodes/proxy.
+    let node = ok(&s, &["get", "pod", "b", "-o", "jsonpath={.spec.nodeName}"]);
+    let pods = ok(
+        &s,
+        &["get", "--raw", &format!("/api/v1/nodes/{node}/proxy/pods")],
+    );
+    assert!(pods.contains("\"name\":\"b\""), "{pods}");
+
     // logs -f follows a container until it exits.
     ok(
         &s,
