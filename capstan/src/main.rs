@@ -458,6 +458,10 @@ struct ServerArgs {
     /// `*`, `name`, `-name`).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
+    /// Addresses the in-process `service-lb` controller gives LoadBalancer Services (IPv4
+    /// CIDR; default loopback, never routable).
+    #[arg(long, default_value = "127.0.100.0/24")]
+    service_lb_range: String,
     /// The in-process node lifecycle controller's `--node-monitor-grace-period` (e.g. `40s`).
     #[arg(long)]
     node_monitor_grace_period: Option<String>,
@@ -881,6 +885,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
             ..controllers::Options::default()
         };
         let mut options = options;
+        options.service_lb_range = args.service_lb_range.clone();
         if let Some(g) = &args.node_monitor_grace_period {
             options.node_monitor_grace_period =
                 controllers::parse_duration(g).map_err(anyhow::Error::msg)?;

@@ -27,6 +27,7 @@ mod replicaset;
 mod resourcequota;
 mod root_ca_publisher;
 mod serviceaccount;
+mod servicelb;
 mod statefulset;
 mod ttl_after_finished;
 
@@ -88,7 +89,6 @@ pub struct Options {
     /// a CSR's `expirationSeconds` may only shorten it.
     #[arg(long, default_value = "8760h", value_parser = node_lifecycle::parse_duration)]
     pub cluster_signing_duration: Duration,
-}
     /// How often each HorizontalPodAutoscaler is evaluated (upstream's flag and default).
     #[arg(long, default_value = "15s", value_parser = node_lifecycle::parse_duration)]
     pub horizontal_pod_autoscaler_sync_period: Duration,
@@ -96,6 +96,11 @@ pub struct Options {
     /// and default; tests shorten it).
     #[arg(long, default_value = "5m", value_parser = node_lifecycle::parse_duration)]
     pub horizontal_pod_autoscaler_downscale_stabilization: Duration,
+    /// Addresses the `service-lb` controller gives LoadBalancer Services (an IPv4 CIDR;
+    /// loopback by default, so nothing is exposed beyond this host).
+    #[arg(long, default_value = "127.0.100.0/24")]
+    pub service_lb_range: String,
+}
 
 impl Default for Options {
     fn default() -> Self {
@@ -111,13 +116,14 @@ impl Default for Options {
             cluster_signing_cert_file: None,
             cluster_signing_key_file: None,
             cluster_signing_duration: Duration::from_secs(8760 * 3600),
+            horizontal_pod_autoscaler_sync_period: Duration::from_secs(15),
+            horizontal_pod_autoscaler_downscale_stabilization: Duration::from_secs(300),
+            service_lb_range: "127.0.100.0/24".to_owned(),
         }
     }
 }
 
 /// A running controller loop: runs until the token is cancelled.
-            horizontal_pod_autoscaler_sync_period: Duration::from_secs(15),
-            horizontal_pod_autoscaler_downscale_stabilization: Duration::from_secs(300),
 type LoopFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
 
 /// Starts one controller loop.
@@ -231,16 +237,21 @@ const CONTROLLERS: &[ControllerSpec] = &[
         start: csr_signing::start,
     },
     ControllerSpec {
+        name: "horizontalpodautoscaling",
+        default_on: true,
+        start: hpa::start,
+    },
+    ControllerSpec {
+        name: "service-lb",
+        default_on: true,
+        start: servicelb::start,
+    },
+    ControllerSpec {
         name: "clusterrole-aggregation",
         default_on: true,
         start: clusterrole_aggregation::start,
     },
 ];
-    ControllerSpec {
-        name: "horizontalpodautoscaling",
-        default_on: true,
-        start: hpa::start,
-    },
 
 /// Whether `name` is enabled by `--controllers` (later entries win, as upstream's
 /// `IsControllerEnabled`: an explicit `name` or `-name` beats `*`).
