@@ -181,3 +181,46 @@ async fn kubectl_debug_adds_an_ephemeral_container() {
         "{err}"
     );
 }
+
+/// On the whole control plane `kubectl debug -it` adds the container, and since Capstan's
+/// nodes run no ephemeral containers the node reports it terminated (`StartError`, with the
+/// reason): kubectl stops at once with the server's explanation instead of waiting forever.
+#[test]
+fn kubectl_debug_interactive_stops_with_a_clear_message() {
+    let (_dir, s) = e2e::cli::cluster();
+    ok(&s, &["run", "web", "--image=nginx"]);
+    e2e::cli::wait_for(&s, 60, "pod web Running", || {
+        let phase = ok(&s, &["get", "pod", "web", "-o", "jsonpath={.status.phase}"]);
+        (phase == "Running").then_some(())
+    });
+    let (debugged, out, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &[
+                "debug",
+                "-it",
+                "web",
+                "--image=busybox",
+                "-c",
+                "dbg",
+                "--profile=general",
+            ],
+            Some(""),
+        )
+        .expect("kubectl runs");
+    assert!(!debugged, "{out}");
+    assert!(
+        err.contains("runs on simulated node") && err.contains("no container runs there"),
+        "{err}"
+    );
+    let status = json(&s, &["get", "pod", "web", "-o", "json"]);
+    let dbg = &status["status"]["ephemeralContainerStatuses"][0];
+    assert_eq!(dbg["name"], "dbg");
+    assert_eq!(dbg["state"]["terminated"]["reason"], "StartError");
+    assert!(
+        dbg["state"]["terminated"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("do not run ephemeral containers")),
+        "{dbg}"
+    );
+}

@@ -1,7 +1,10 @@
 //! The pod status a simulated kubelet reports: conditions as `pkg/kubelet/status`'s
 //! `generate.go` builds them (PodReadyToStartContainers, Initialized, ContainersReady, Ready
 //! with upstream's reasons and messages, readiness gates), container statuses with their
-//! states, IDs and image IDs, addresses, and the QoS class when the pod has none.
+//! states, IDs and image IDs, addresses, and the QoS class when the pod has none. Ephemeral
+//! containers (`kubectl debug`) are never run: each is reported terminated with `StartError`
+//! and a message saying so, so `kubectl debug -it` stops at once (it falls back to the logs,
+//! which say why there are none) instead of waiting forever for a container to start.
 
 use std::net::Ipv4Addr;
 
@@ -147,6 +150,17 @@ impl Sim {
         if has_init {
             status["initContainerStatuses"] = json!(statuses(|k| k != Kind::Regular));
         }
+        let ephemeral: Vec<Value> = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.ephemeral_containers.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|e| ephemeral_status(&e.name, e.image.as_deref().unwrap_or("")))
+            .collect();
+        if !ephemeral.is_empty() {
+            status["ephemeralContainerStatuses"] = json!(ephemeral);
+        }
         if let Some(ip) = self.pod_ip {
             status["podIP"] = json!(ip.to_string());
             status["podIPs"] = json!([{"ip": ip.to_string()}]);
@@ -161,6 +175,27 @@ impl Sim {
         }
         status
     }
+}
+
+/// The status of an ephemeral container: it never starts here (no timestamps, so the report
+/// stays the same until something else changes).
+fn ephemeral_status(name: &str, image: &str) -> Value {
+    json!({
+        "name": name,
+        "image": image,
+        "imageID": "",
+        "ready": false,
+        "started": false,
+        "restartCount": 0,
+        "state": {"terminated": {
+            "exitCode": 128,
+            "reason": "StartError",
+            "message": format!(
+                "ephemeral container {name} was not started: Capstan's nodes do not run ephemeral containers, so there is nothing to attach to"
+            ),
+        }},
+        "lastState": {},
+    })
 }
 
 fn container_status(c: &Ctr, now: Timestamp) -> Value {
