@@ -3,7 +3,8 @@
 //! volumes at their mountPath) and serve the kubelet API, so stock kubectl's `logs`,
 //! `logs -f`, `exec` (WebSocket) with stdin and exit codes work; Jobs complete or fail
 //! because their processes exit; a crashing container goes into CrashLoopBackOff with its
-//! termination message; deleting a pod kills its processes, and so does killing the node.
+//! termination message; readiness and liveness probes (exec, httpGet) run for real;
+//! deleting a pod kills its processes, and so does killing the node.
 
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -335,4 +336,91 @@ fn a_node_killed_with_sigkill_takes_its_containers_with_it() {
     wait_for(&s, 20, "k's process gone with its node", || {
         (host_processes("^sleep 3609") == 0).then_some(())
     });
+}
+
+#[test]
+fn probes_drive_readiness_and_restart_a_dead_container() {
+    let (_dir, s) = process_cluster();
+    let port = e2e::free_port();
+    apply(
+        &s,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: probed}}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    command: [sh, -c, "touch /tmp/alive; exec sleep 3610"]
+    readinessProbe:
+      exec: {{command: [test, -f, /tmp/ready]}}
+      periodSeconds: 1
+    livenessProbe:
+      exec: {{command: [test, -f, /tmp/alive]}}
+      periodSeconds: 1
+      failureThreshold: 2
+  - name: web
+    image: python
+    command: [python3, -m, http.server, "{port}", --bind, 127.0.0.1]
+    readinessProbe:
+      httpGet: {{port: {port}, path: /}}
+      periodSeconds: 1
+"#
+        ),
+    );
+    let ready = |s: &ServerProcess| {
+        let p = json(s, &["get", "pod", "probed", "-o", "json"]);
+        let by_name = |n: &str| {
+            p["status"]["containerStatuses"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["name"] == n))
+                .map(|c| c["ready"] == true)
+                .unwrap_or(false)
+        };
+        (by_name("c"), by_name("web"))
+    };
+    // The HTTP server answers: web is ready; c's exec probe fails until the file exists.
+    wait_for(&s, 60, "web ready", || {
+        (ready(&s) == (false, true)).then_some(())
+    });
+    ok(
+        &s,
+        &["exec", "probed", "-c", "c", "--", "touch", "/tmp/ready"],
+    );
+    wait_for(&s, 30, "c ready", || {
+        (ready(&s) == (true, true)).then_some(())
+    });
+    let p = json(&s, &["get", "pod", "probed", "-o", "json"]);
+    let cond = p["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready").cloned())
+        .unwrap_or_default();
+    assert_eq!(cond["status"], "True", "{cond}");
+    // The liveness probe fails: the container is killed and restarted (its writable
+    // layer is new, so it is not ready again).
+    ok(&s, &["exec", "probed", "-c", "c", "--", "rm", "/tmp/alive"]);
+    wait_for(&s, 30, "c restarted", || {
+        let p = json(&s, &["get", "pod", "probed", "-o", "json"]);
+        let c = p["status"]["containerStatuses"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["name"] == "c").cloned())
+            .unwrap_or_default();
+        (c["restartCount"].as_i64().unwrap_or(0) >= 1).then_some(())
+    });
+    assert_eq!(ready(&s).0, false);
+    let events = ok(
+        &s,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=probed",
+        ],
+    );
+    assert!(events.contains("Liveness probe failed"), "{events}");
+    assert!(
+        events.contains("failed liveness probe, will be restarted"),
+        "{events}"
+    );
 }

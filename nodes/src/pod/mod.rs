@@ -89,6 +89,10 @@ struct Ctr {
     state: State,
     last: Option<Exit>,
     restarts: i32,
+    /// The process runtime's readiness probe result for an instance (its ID, ready).
+    probed: Option<(String, bool)>,
+    /// Readiness comes from a real probe (process runtime) rather than its delay.
+    real_probes: bool,
 }
 
 impl Ctr {
@@ -126,6 +130,8 @@ impl Ctr {
             },
             last: None,
             restarts: 0,
+            probed: None,
+            real_probes: process,
         }
     }
 
@@ -138,6 +144,10 @@ impl Ctr {
 
     fn ready(&self, now: Timestamp) -> bool {
         match &self.state {
+            State::Running { id, .. } if self.real_probes && self.ready_after.is_some() => self
+                .probed
+                .as_ref()
+                .is_some_and(|(probed, ok)| probed == id && *ok),
             State::Running { since, .. } => {
                 let after = self
                     .ready_after
@@ -812,12 +822,12 @@ pub(crate) async fn run(
             changed = updates.changed() => if changed.is_err() { gone = true; break },
             Some(exit) = async {
                 match driver.as_mut() {
-                    Some(d) => d.next_exit().await,
+                    Some(d) => d.next_report().await,
                     None => std::future::pending().await,
                 }
             } => {
                 if let Some(d) = driver.as_mut() {
-                    d.exited(&mut sim, exit);
+                    d.handle(&mut sim, exit).await;
                 }
             }
             () = async {

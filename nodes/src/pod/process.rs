@@ -22,12 +22,12 @@ use super::{Kind, Sim, State, finish};
 use crate::Options;
 use crate::api::FleetApi;
 use crate::node::SimNode;
-use crate::process::ProcessNode;
 use crate::process::env::{self, Objects};
 use crate::process::logs::{self, LogFile};
 use crate::process::registry::{Identity, Instance};
 use crate::process::sandbox::{self, Mount, Spec};
 use crate::process::volumes::Writer;
+use crate::process::{ProcessNode, probe};
 
 /// The user containers run as unless the pod says otherwise (`nobody`).
 const DEFAULT_UID: u32 = 65534;
@@ -35,6 +35,19 @@ const DEFAULT_UID: u32 = 65534;
 const MAX_MESSAGE: usize = 4096;
 /// How long to wait for killed processes to be reaped.
 const REAP_WAIT: Duration = Duration::from_secs(5);
+
+/// What a pod's processes report: an exit, or a probe result.
+#[derive(Debug)]
+pub(super) enum Report {
+    /// A process ended.
+    Exit(ExitReport),
+    /// A probe of instance `id` of container `index` changed its result.
+    Probe {
+        index: usize,
+        id: String,
+        outcome: probe::Outcome,
+    },
+}
 
 /// A process that ended.
 #[derive(Debug)]
@@ -78,8 +91,8 @@ pub(super) struct Driver {
     dir: PathBuf,
     volumes: HashMap<String, PathBuf>,
     procs: Vec<Proc>,
-    exits_tx: mpsc::UnboundedSender<ExitReport>,
-    exits: mpsc::UnboundedReceiver<ExitReport>,
+    exits_tx: mpsc::UnboundedSender<Report>,
+    exits: mpsc::UnboundedReceiver<Report>,
     term_sent: bool,
     last_mount_error: Option<String>,
 }
@@ -113,9 +126,57 @@ impl Driver {
         }
     }
 
-    /// The next process exit.
-    pub(super) async fn next_exit(&mut self) -> Option<ExitReport> {
+    /// The next process exit or probe result.
+    pub(super) async fn next_report(&mut self) -> Option<Report> {
         self.exits.recv().await
+    }
+
+    /// Applies a report to the state machine: an exit; a readiness result; a liveness
+    /// failure, which kills the process (it restarts as its policy says).
+    pub(super) async fn handle(&mut self, sim: &mut Sim, report: Report) {
+        let (index, id, outcome) = match report {
+            Report::Exit(exit) => return self.exited(sim, exit),
+            Report::Probe { index, id, outcome } => (index, id, outcome),
+        };
+        let running = matches!(sim.containers.get(index).map(|c| &c.state), Some(State::Running { id: r, .. }) if *r == id);
+        if !running {
+            return;
+        }
+        let name = sim.containers[index].name.clone();
+        match outcome.kind {
+            probe::Kind::Readiness => {
+                if !outcome.ok {
+                    sim.event(
+                        index,
+                        "Warning",
+                        "Unhealthy",
+                        format!("Readiness probe failed: {}", outcome.message),
+                    );
+                }
+                sim.containers[index].probed = Some((id, outcome.ok));
+            }
+            probe::Kind::Liveness if !outcome.ok => {
+                sim.event(
+                    index,
+                    "Warning",
+                    "Unhealthy",
+                    format!("Liveness probe failed: {}", outcome.message),
+                );
+                sim.event(
+                    index,
+                    "Normal",
+                    "Killing",
+                    format!("Container {name} failed liveness probe, will be restarted"),
+                );
+                if let Some(p) = self.procs.iter_mut().find(|p| p.id == id) {
+                    if let Some(pid) = p.target() {
+                        sandbox::signal(pid, "KILL").await;
+                    }
+                    p.killed = true;
+                }
+            }
+            probe::Kind::Liveness => {}
+        }
     }
 
     /// Applies an exit to the state machine.
@@ -215,7 +276,8 @@ impl Driver {
         let deadline = tokio::time::Instant::now() + REAP_WAIT;
         while !self.procs.is_empty() {
             match tokio::time::timeout_at(deadline, self.exits.recv()).await {
-                Ok(Some(exit)) => self.exited(sim, exit),
+                Ok(Some(Report::Exit(exit))) => self.exited(sim, exit),
+                Ok(Some(Report::Probe { .. })) => {}
                 _ => break,
             }
         }
@@ -263,14 +325,14 @@ impl Driver {
                 }
                 Err(StartError::Start(message)) => {
                     sim.event(i, "Warning", "Failed", format!("Error: {message}"));
-                    let _ = self.exits_tx.send(ExitReport {
+                    let _ = self.exits_tx.send(Report::Exit(ExitReport {
                         index: i,
                         id,
                         code: 128,
                         reason: "StartError",
                         message: Some(message),
                         finished: now,
-                    });
+                    }));
                 }
             }
         }
@@ -465,6 +527,8 @@ impl Driver {
             }
             None => None,
         };
+        let probe_identity = identity.clone();
+        let probe_done = done_rx.clone();
         let instance = Instance {
             id: id.to_owned(),
             init_pid: init_pid.clone(),
@@ -519,15 +583,43 @@ impl Driver {
                 message = Some(log_tail(&log_path).await);
             }
             let _ = done_tx.send(true);
-            let _ = tx.send(ExitReport {
+            let _ = tx.send(Report::Exit(ExitReport {
                 index: i,
                 id: id_owned,
                 code,
                 reason: if code == 0 { "Completed" } else { "Error" },
                 message,
                 finished,
-            });
+            }));
         });
+        let probes = [
+            (probe::Kind::Readiness, spec_c.readiness_probe.clone()),
+            (probe::Kind::Liveness, spec_c.liveness_probe.clone()),
+        ];
+        for (kind, spec) in probes {
+            let Some(spec) = spec else { continue };
+            let target = probe::Target {
+                init_pid: init_pid.clone(),
+                identity: probe_identity.clone(),
+                container: spec_c.clone(),
+            };
+            let (ptx, mut prx) = mpsc::unbounded_channel();
+            tokio::spawn(probe::run(kind, spec, target, probe_done.clone(), ptx));
+            let tx = self.exits_tx.clone();
+            let id = id.to_owned();
+            tokio::spawn(async move {
+                while let Some(outcome) = prx.recv().await {
+                    let report = Report::Probe {
+                        index: i,
+                        id: id.clone(),
+                        outcome,
+                    };
+                    if tx.send(report).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
         self.procs.push(Proc {
             index: i,
             id: id.to_owned(),

@@ -10,6 +10,7 @@
 
 pub(crate) mod env;
 pub(crate) mod logs;
+pub(crate) mod probe;
 pub(crate) mod registry;
 pub(crate) mod sandbox;
 pub(crate) mod volumes;
