@@ -33,6 +33,12 @@
 //!    takes puts from 16 and 256 clients with the connections spread round-robin over the
 //!    three members (followers forward to the leader), 5 s or 100k puts per row.
 //!
+//! 10. **TLS**: a fresh single member of each system serving an `https://` client URL with
+//!     `--client-cert-auth` (certificates from `capstan certs store-server|store-client`),
+//!     puts from 16 and 256 clients over TLS with a client certificate, as in step 1: the
+//!     cost of TLS beside the plain `put ops/s` rows. `STORE_BENCH_TLS_ONLY=1` runs only
+//!     this step.
+//!
 //! The table goes to stdout, one progress line per step to stderr. The last column is
 //! capstan/etcd: above 1 means capstan has more of it (good for ops/s, bad for latency, RSS,
 //! restart time and disk). Numbers from one run on a small machine are noisy; compare orders
@@ -102,7 +108,8 @@ fn run() -> Result<bool> {
     // Declared after `tmp`, so both servers are killed (dropped) before it is removed.
     let mut servers = Vec::new();
     // `STORE_BENCH_CLUSTER_ONLY=1`: only the 3-member rows.
-    let single = std::env::var_os("STORE_BENCH_CLUSTER_ONLY").is_none();
+    let tls_only = std::env::var_os("STORE_BENCH_TLS_ONLY").is_some();
+    let single = std::env::var_os("STORE_BENCH_CLUSTER_ONLY").is_none() && !tls_only;
     for kind in [Kind::Etcd, Kind::Capstan].into_iter().filter(|_| single) {
         let mut server = Server::new(kind, &tmp.path().join(kind.dir_name()));
         let took = server.launch(&[])?;
@@ -132,6 +139,9 @@ fn run() -> Result<bool> {
     drop(servers);
 
     for (kind, m) in [Kind::Etcd, Kind::Capstan].into_iter().zip(&mut results) {
+        if tls_only {
+            continue;
+        }
         if let Err(e) = bench_cluster(
             &rt,
             kind,
@@ -143,8 +153,146 @@ fn run() -> Result<bool> {
         }
     }
 
+    if std::env::var_os("STORE_BENCH_CLUSTER_ONLY").is_none() {
+        for (kind, m) in [Kind::Etcd, Kind::Capstan].into_iter().zip(&mut results) {
+            if let Err(e) = bench_tls(
+                &rt,
+                kind,
+                &tmp.path().join(format!("{}-tls", kind.dir_name())),
+                m,
+            ) {
+                all_ok = false;
+                eprintln!("[{} TLS] FAILED: {e:#}", kind.name());
+            }
+        }
+    }
+
     print_table(&results[0], &results[1]);
     Ok(all_ok)
+}
+
+/// Client counts of the TLS rows.
+const TLS_CLIENTS: [usize; 2] = [16, 256];
+
+/// The client side of the TLS rows: every `https://` endpoint [`connect`] dials uses it.
+static TLS: std::sync::OnceLock<store::transport::client_tls::DialTls> = std::sync::OnceLock::new();
+
+/// Runs `capstan <args>` and fails on a non-zero exit.
+fn capstan_cmd(args: &[&str]) -> Result<()> {
+    let out = Command::new(capstan_bin()).args(args).output()?;
+    if !out.status.success() {
+        bail!("capstan {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
+/// A single member of `kind` serving `https://` with `--client-cert-auth` under `dir`
+/// (certificates from `capstan certs`): puts at [`TLS_CLIENTS`] over TLS.
+fn bench_tls(rt: &Runtime, kind: Kind, dir: &Path, m: &mut Metrics) -> Result<()> {
+    let name = format!("{} TLS", kind.name());
+    std::fs::create_dir_all(dir)?;
+    let pki = dir.join("pki-root");
+    let pki_s = pki.to_str().context("utf-8 path")?;
+    let etcd_dir = pki.join("etcd");
+    let etcd_s = etcd_dir.to_str().context("utf-8 path")?;
+    capstan_cmd(&["certs", "init", "--data-dir", pki_s])?;
+    capstan_cmd(&[
+        "certs",
+        "store-server",
+        "--data-dir",
+        pki_s,
+        "--name",
+        "bench",
+        "--hosts",
+        "127.0.0.1",
+        "--out-dir",
+        etcd_s,
+    ])?;
+    capstan_cmd(&[
+        "certs",
+        "store-client",
+        "--data-dir",
+        pki_s,
+        "--name",
+        "bench-client",
+        "--out-dir",
+        etcd_s,
+    ])?;
+    let ca = pki.join("pki/ca.crt");
+    let _ = TLS.set(store::transport::client_tls::DialTls {
+        ca_file: Some(ca.clone()),
+        cert_file: Some(etcd_dir.join("bench-client.crt")),
+        key_file: Some(etcd_dir.join("bench-client.key")),
+    });
+    let (client_port, peer_port) = two_free_ports();
+    let endpoint = format!("https://127.0.0.1:{client_port}");
+    let tls_flags = [
+        format!("--cert-file={}", etcd_dir.join("server.crt").display()),
+        format!("--key-file={}", etcd_dir.join("server.key").display()),
+        format!("--trusted-ca-file={}", ca.display()),
+        "--client-cert-auth".to_owned(),
+    ];
+    let log = File::create(dir.join("server.log"))?;
+    let mut cmd = match kind {
+        Kind::Capstan => {
+            let mut c = Command::new(capstan_bin());
+            c.args([
+                "store",
+                "--name",
+                "bench",
+                "--listen-client-urls",
+                &endpoint,
+            ]);
+            c
+        }
+        Kind::Etcd => {
+            let peer = format!("http://127.0.0.1:{peer_port}");
+            let mut c = Command::new("etcd");
+            c.args(["--name", "bench", "--listen-client-urls", &endpoint])
+                .args(["--advertise-client-urls", &endpoint])
+                .args([
+                    "--listen-peer-urls",
+                    &peer,
+                    "--initial-advertise-peer-urls",
+                    &peer,
+                ])
+                .args(["--initial-cluster", &format!("bench={peer}")]);
+            c
+        }
+    };
+    let child = cmd
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(&tls_flags)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("spawning {name}"))?;
+    let _guard = KillOnDrop(child);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rt.block_on(connect(&endpoint)).is_err() {
+        if Instant::now() > deadline {
+            bail!("{name} not ready after 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for clients in TLS_CLIENTS {
+        let s = rt.block_on(drive(&endpoint, Op::Put, clients, PUT_MAX_OPS, ROW_TIME))?;
+        eprintln!("[{name}] put @{clients}: {s}");
+        m.insert(format!("TLS put ops/s @{clients}"), s.ops_per_sec());
+        m.insert(format!("TLS put p99 ms @{clients}"), s.percentile_ms(0.99));
+    }
+    Ok(())
+}
+
+/// A child process killed when dropped.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Client counts of the 3-member rows.
@@ -597,7 +745,13 @@ async fn connect(endpoint: &str) -> Result<Client> {
     let opts = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(REQUEST_TIMEOUT);
-    let mut c = Client::connect([endpoint], Some(opts)).await?;
+    let mut c = if endpoint.starts_with("https://") {
+        let tls = TLS.get().context("no TLS client configuration")?;
+        let channel = store::remote::tls_channel(&[endpoint.to_owned()], tls).await?;
+        Client::from_channel(etcd_client::Channel::Tonic(channel), Some(opts)).await?
+    } else {
+        Client::connect([endpoint], Some(opts)).await?
+    };
     // Establish the connection before anything is timed.
     c.get("warmup", None).await?;
     Ok(c)
@@ -782,6 +936,10 @@ fn rows() -> Vec<(String, usize)> {
         rows.push((format!("put p99 ms @{c}"), 3));
     }
     rows.push((format!("range ops/s @{RANGE_CLIENTS}"), 0));
+    for c in TLS_CLIENTS {
+        rows.push((format!("TLS put ops/s @{c}"), 0));
+        rows.push((format!("TLS put p99 ms @{c}"), 3));
+    }
     for c in CLUSTER_CLIENTS {
         rows.push((format!("3 members: put ops/s @{c}"), 0));
         rows.push((format!("3 members: put p99 ms @{c}"), 3));

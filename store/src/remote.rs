@@ -136,7 +136,7 @@ where
 /// A channel over TLS to `endpoints` (all `https://`): the handshake with each reachable
 /// endpoint is checked first, so an untrusted server certificate or a refused client
 /// certificate fails the start with what went wrong.
-async fn tls_channel(endpoints: &[String], tls: &DialTls) -> Result<Channel> {
+pub async fn tls_channel(endpoints: &[String], tls: &DialTls) -> Result<Channel> {
     let config = tls.client_config()?;
     let eps: Vec<TlsEndpoint> = endpoints
         .iter()
