@@ -12,7 +12,9 @@
 //! (the user) and what for (the request info) come from the request scope set by
 //! [`scope`] around each resource request.
 
+pub mod cel_env;
 pub mod default_toleration_seconds;
+pub mod delete;
 pub mod limit_ranger;
 pub mod namespace_lifecycle;
 pub mod node_restriction;
@@ -20,6 +22,7 @@ pub mod pod_security;
 pub mod priority;
 pub mod resource_quota;
 pub mod service_account;
+pub mod subresource;
 pub mod taint_nodes;
 pub mod validating_policy;
 pub mod webhook;

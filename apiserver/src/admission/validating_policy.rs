@@ -18,17 +18,22 @@
 //! policy and binding keys with those compiled; with no policy stored a request pays two
 //! empty range reads at most.
 //!
+//! Policies see creates and updates, creates on subresources (`pods/eviction`,
+//! `pods/binding`, `serviceaccounts/token`, [`super::subresource`]) and deletes (no
+//! `object`, the stored object as `oldObject`, [`super::delete`]). Each variable is
+//! converted to CEL only as far as the policy's expressions read it ([`super::cel_env`]).
+//!
 //! Not done (see ARCHITECTURE.md): the `authorizer` variable, type checking (`cel` only
-//! parses; `status.typeChecking` is not written), DELETE and CONNECT requests (the chain's
-//! validating plugins see creates and updates), the runtime cost budget.
+//! parses; `status.typeChecking` is not written), CONNECT requests, the runtime cost
+//! budget.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use kube_cel::KubeCelExt;
 use kube_cel::cel::{Context, ExecutionError, Program, Value as Cel};
 use serde_json::{Map, Value, json};
 
+use super::cel_env::Needs;
 use super::{Attributes, Lookup, ValidatingAdmission, forbidden};
 use crate::crd::cel::{go_error, plain_to_cel};
 use crate::error::{ApiError, Result};
@@ -99,6 +104,43 @@ struct Policy {
     audit_annotations: Vec<(String, Expr)>,
     /// `failurePolicy: Fail` (the default).
     fail: bool,
+    /// What the expressions read of each request variable.
+    needs: VarNeeds,
+}
+
+/// What a policy's expressions read of `object`, `oldObject`, `request`, `params` and
+/// `namespaceObject` (see [`super::cel_env`]).
+struct VarNeeds {
+    object: Needs,
+    old: Needs,
+    request: bool,
+    params: Needs,
+    namespace: Needs,
+}
+
+impl VarNeeds {
+    fn new(policy: &Policy) -> VarNeeds {
+        let programs =
+            || {
+                policy
+                    .conditions
+                    .iter()
+                    .chain(&policy.variables)
+                    .chain(&policy.audit_annotations)
+                    .map(|(_, e)| e)
+                    .chain(policy.validations.iter().flat_map(|v| {
+                        std::iter::once(&v.expr).chain(v.message_expression.as_ref())
+                    }))
+                    .filter_map(|e| e.program.as_ref().ok())
+            };
+        VarNeeds {
+            object: Needs::of("object", programs()),
+            old: Needs::of("oldObject", programs()),
+            request: Needs::of("request", programs()).used(),
+            params: Needs::of("params", programs()),
+            namespace: Needs::of("namespaceObject", programs()),
+        }
+    }
 }
 
 /// `spec.paramRef` of a binding.
@@ -340,7 +382,7 @@ impl Policy {
                     .collect()
             })
             .unwrap_or_default();
-        Policy {
+        let mut policy = Policy {
             name: obj
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
@@ -355,7 +397,16 @@ impl Policy {
             validations,
             audit_annotations: named("auditAnnotations", "valueExpression"),
             fail: spec.get("failurePolicy").and_then(Value::as_str) != Some("Ignore"),
-        }
+            needs: VarNeeds {
+                object: Needs::default(),
+                old: Needs::default(),
+                request: false,
+                params: Needs::default(),
+                namespace: Needs::default(),
+            },
+        };
+        policy.needs = VarNeeds::new(&policy);
+        policy
     }
 }
 
@@ -553,7 +604,6 @@ impl ValidatingAdmission for ValidatingAdmissionPolicy {
         };
         let mut denied: Option<ApiError> = None;
         let mut audit_failures: Vec<Value> = Vec::new();
-        let mut root: Option<Context<'static>> = None;
         for pair in set.iter() {
             let (policy, binding) = (&pair.policy, &pair.binding);
             if !policy.constraints.matches(lookup, &req, false)
@@ -564,8 +614,7 @@ impl ValidatingAdmission for ValidatingAdmissionPolicy {
             {
                 continue;
             }
-            let ctx = root.get_or_insert_with(|| Context::default().with_all());
-            let outcomes = evaluate(ctx, lookup, &req, policy, binding);
+            let outcomes = evaluate(super::cel_env::root(), lookup, &req, policy, binding);
             for outcome in outcomes {
                 let mut actions = Vec::new();
                 let error_type;
@@ -714,22 +763,28 @@ fn evaluate(
             Err(e) => return config_error(format!("failed to configure binding: {e}")),
         },
     };
-    let request = plain_to_cel(&req.request_value());
-    let object = req.obj.map(|o| plain_to_cel(&Value::Object(o.clone())));
-    let old = req.old.map(|o| plain_to_cel(&Value::Object(o.clone())));
-    let namespace = req
-        .namespace_object(lookup)
-        .map(|n| plain_to_cel(&Value::Object(n)));
+    let needs = &policy.needs;
+    let request = match needs.request {
+        true => plain_to_cel(&req.request_value()),
+        false => Cel::Null,
+    };
+    let object = needs.object.convert(req.obj);
+    let old = needs.old.convert(req.old);
+    let namespace = match needs.namespace.used() {
+        true => needs
+            .namespace
+            .convert(req.namespace_object(lookup).as_ref()),
+        false => Cel::Null,
+    };
     params
         .iter()
         .map(|param| {
             let mut scope = root.new_inner_scope();
-            scope.add_variable_from_value("object", object.clone().unwrap_or(Cel::Null));
-            scope.add_variable_from_value("oldObject", old.clone().unwrap_or(Cel::Null));
+            scope.add_variable_from_value("object", object.clone());
+            scope.add_variable_from_value("oldObject", old.clone());
             scope.add_variable_from_value("request", request.clone());
-            scope.add_variable_from_value("params", plain_to_cel(param));
-            scope
-                .add_variable_from_value("namespaceObject", namespace.clone().unwrap_or(Cel::Null));
+            scope.add_variable_from_value("params", needs.params.convert(param.as_object()));
+            scope.add_variable_from_value("namespaceObject", namespace.clone());
             evaluate_with(&mut scope, policy)
         })
         .collect()
@@ -930,6 +985,7 @@ mod tests {
     use super::*;
     use crate::admission::Operation;
     use crate::pipeline::UserInfo;
+    use kube_cel::KubeCelExt as _;
 
     fn attrs<'a>(user: &'a UserInfo, resource: &'a str) -> Attributes<'a> {
         Attributes {

@@ -2,17 +2,19 @@
 //! file names the remote service (`clusters[].cluster.server`, `certificate-authority` or
 //! `certificate-authority-data`; `users[].user.client-certificate(-data)` +
 //! `client-key(-data)`, `token` or `tokenFile`), the current context (else the first
-//! cluster and user) picks which; reviews are POSTed as JSON over TLS, one connection per
-//! review, with a 30 s limit (upstream's webhook client timeout). Errors read as Go's
-//! `Post "<url>": …`.
+//! cluster and user) picks which; reviews are POSTed as JSON through the shared webhook
+//! transport ([`crate::admission::webhook::transport`]: HTTP/2 with one kept connection, or
+//! kept HTTP/1.1 connections), with a 30 s limit (upstream's webhook client timeout).
+//! Errors read as Go's `Post "<url>": …`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use http_body_util::BodyExt as _;
 use serde_json::Value;
+
+use crate::admission::webhook::transport::{self, Endpoint, TlsProfile};
 
 /// How long one review may take by default, connection included.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -25,7 +27,7 @@ pub struct WebhookClient {
     port: u16,
     authority: String,
     path: String,
-    tls: Arc<rustls::ClientConfig>,
+    tls: TlsProfile,
     token: Option<String>,
     timeout: Duration,
 }
@@ -136,7 +138,7 @@ impl WebhookClient {
             port,
             authority,
             path,
-            tls: Arc::new(tls),
+            tls: TlsProfile::unique(tls),
             token,
             timeout: TIMEOUT,
         })
@@ -157,43 +159,15 @@ impl WebhookClient {
     pub async fn post(&self, body: &Value) -> Result<Value, String> {
         let body = serde_json::to_vec(body).map_err(|e| e.to_string())?;
         let exchange = async {
-            let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
-                .await
-                .map_err(|e| transport_error(&self.host, self.port, &e))?;
-            let name = rustls_pki_types::ServerName::try_from(self.host.clone())
-                .map_err(|e| e.to_string())?;
-            let tls = tokio_rustls::TlsConnector::from(Arc::clone(&self.tls))
-                .connect(name, tcp)
-                .await
-                .map_err(|e| transport_error(&self.host, self.port, &e))?;
-            let (mut sender, conn) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-                    .await
-                    .map_err(|e| e.to_string())?;
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            let mut request = http::Request::post(self.path.as_str())
-                .header(http::header::HOST, self.authority.as_str())
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .header(http::header::ACCEPT, "application/json, */*");
-            if let Some(token) = &self.token {
-                request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
-            }
-            let request = request
-                .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-                .map_err(|e| e.to_string())?;
-            let response = sender
-                .send_request(request)
-                .await
-                .map_err(|e| e.to_string())?;
-            let status = response.status();
-            let answer = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| e.to_string())?
-                .to_bytes();
+            let endpoint = Endpoint {
+                host: &self.host,
+                port: self.port,
+                server_name: &self.host,
+                authority: &self.authority,
+                path: &self.path,
+            };
+            let (status, answer) =
+                transport::post(&endpoint, &self.tls, self.token.as_deref(), body.into()).await?;
             if !status.is_success() {
                 return Err(format!(
                     "an error on the server ({:?}) has prevented the request from succeeding",
@@ -276,33 +250,6 @@ fn tls_config(
         }
         (None, None) => Ok(builder.with_no_client_auth()),
         _ => Err("client-certificate and client-key go together".into()),
-    }
-}
-
-/// Go's text of a failed dial or handshake.
-fn transport_error(host: &str, port: u16, e: &std::io::Error) -> String {
-    let addr = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
-    if let Some(tls) = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-    {
-        return match tls {
-            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => {
-                "tls: failed to verify certificate: x509: certificate signed by unknown authority"
-                    .into()
-            }
-            other => format!("tls: {other}"),
-        };
-    }
-    match e.kind() {
-        std::io::ErrorKind::ConnectionRefused => {
-            format!("dial tcp {addr}: connect: connection refused")
-        }
-        _ => format!("dial tcp {addr}: {e}"),
     }
 }
 

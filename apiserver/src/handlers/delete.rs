@@ -327,7 +327,8 @@ enum Outcome {
     Kept(Map<String, Value>),
 }
 
-/// The admission webhooks of a delete (the stored object is their `oldObject`).
+/// Dynamic admission of a delete: the webhooks and the validating plugins (the stored
+/// object is their `oldObject`).
 async fn webhooks_for_delete(
     ctx: &Ctx,
     r: &ResourceInfo,
@@ -339,6 +340,7 @@ async fn webhooks_for_delete(
     ctx.admission
         .admit_webhooks(op, r, namespace, name, dry_run, None, None)
         .await?;
+    ctx.admission.validate_delete(r, namespace, name, dry_run)?;
     ctx.admission
         .validate_webhooks(op, r, namespace, name, dry_run, None, None)
         .await

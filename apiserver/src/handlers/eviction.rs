@@ -306,6 +306,9 @@ pub(super) async fn evict(
         Some(&mut eviction),
         None,
     )?;
+    ctx.admission
+        .admit_subresource_create(r, namespace, name, dry, &mut eviction)
+        .await?;
     let rv_unset = options
         .as_ref()
         .and_then(|o| o.get("preconditions"))

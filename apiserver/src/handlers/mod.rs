@@ -508,6 +508,9 @@ async fn serve(ctx: &Arc<Ctx>, req: Request, render: Render) -> Result<Response>
                 Some(&mut req),
                 None,
             )?;
+            ctx.admission
+                .admit_subresource_create(r, namespace, &info.name, dry_run(&query), &mut req)
+                .await?;
             let req = Value::Object(req);
             crate::authn::token_request(&ctx.storage, authn, namespace, &info.name, &req).await
         }

@@ -492,7 +492,16 @@ pub(super) async fn bind(
     body: &[u8],
     q: &Query,
 ) -> Result<Response> {
-    let binding = object::decode(headers, body)?;
+    let mut binding = object::decode(headers, body)?;
+    let dry = super::dry_run(q);
+    let op = crate::admission::Operation::Create;
+    let (group, plural) = (r.group, r.plural);
+    let admitted = Some(&mut binding);
+    ctx.admission
+        .admit(op, group, plural, namespace, name, dry, admitted, None)?;
+    ctx.admission
+        .admit_subresource_create(r, namespace, name, dry, &mut binding)
+        .await?;
     let binding_name = object::meta_str(&binding, "name");
     if !binding_name.is_empty() && binding_name != name {
         return Err(ApiError::BadRequest(

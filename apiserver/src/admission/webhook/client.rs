@@ -6,7 +6,8 @@
 //!   does not route; the TLS server name is still `<name>.<namespace>.svc`, as upstream;
 //! - TLS verified against `clientConfig.caBundle` only;
 //! - client-go's `?timeout=<d>` query parameter and one deadline for the whole exchange;
-//! - HTTP/1.1 connections kept and reused per endpoint and caBundle.
+//! - the shared transport ([`super::transport`]): HTTP/2 when the webhook offers it, one
+//!   kept connection per endpoint and caBundle, else kept HTTP/1.1 connections.
 //!
 //! Errors read as Go's (`Post "<url>": dial tcp …: connect: connection refused`).
 
@@ -15,8 +16,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use base64::Engine as _;
-use http_body_util::BodyExt as _;
 use serde_json::Value;
+
+use super::transport::{self, Endpoint, TlsProfile};
 
 use crate::registry;
 use crate::storage::Storage;
@@ -230,18 +232,17 @@ fn service_endpoint(
     Err(unavailable())
 }
 
-/// The TLS client configuration trusting `ca_bundle` (base64 of PEM) only, built once per
-/// bundle.
-fn tls_config(ca_bundle: &str) -> std::result::Result<Arc<rustls::ClientConfig>, String> {
+/// The TLS profile trusting `ca_bundle` (base64 of PEM) only, built once per bundle.
+fn tls_profile(ca_bundle: &str) -> std::result::Result<TlsProfile, String> {
     use rustls_pki_types::pem::PemObject as _;
-    static CONFIGS: OnceLock<Mutex<HashMap<String, Arc<rustls::ClientConfig>>>> = OnceLock::new();
-    let configs = CONFIGS.get_or_init(Default::default);
-    if let Some(c) = configs
+    static PROFILES: OnceLock<Mutex<HashMap<String, TlsProfile>>> = OnceLock::new();
+    let profiles = PROFILES.get_or_init(Default::default);
+    if let Some(p) = profiles
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(ca_bundle)
     {
-        return Ok(Arc::clone(c));
+        return Ok(p.clone());
     }
     let mut roots = rustls::RootCertStore::empty();
     let pem = base64::engine::general_purpose::STANDARD
@@ -253,104 +254,20 @@ fn tls_config(ca_bundle: &str) -> std::result::Result<Arc<rustls::ClientConfig>,
             .map_err(|e| format!("invalid caBundle: {e}"))?;
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = Arc::new(
-        rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    );
-    let mut map = configs.lock().unwrap_or_else(|e| e.into_inner());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let digest = ring::digest::digest(&ring::digest::SHA256, ca_bundle.as_bytes());
+    let id: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let profile = TlsProfile::new(format!("caBundle:{id}"), config);
+    let mut map = profiles.lock().unwrap_or_else(|e| e.into_inner());
     if map.len() >= 256 {
         map.clear();
     }
-    map.insert(ca_bundle.to_owned(), Arc::clone(&config));
-    Ok(config)
-}
-
-/// Go's text of a failed dial or handshake.
-fn transport_error(host: &str, port: u16, e: &std::io::Error) -> String {
-    let addr = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
-    if let Some(tls) = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-    {
-        return match tls {
-            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => {
-                "tls: failed to verify certificate: x509: certificate signed by unknown authority"
-                    .into()
-            }
-            rustls::Error::InvalidCertificate(c) => {
-                format!("tls: failed to verify certificate: x509: {c:?}")
-            }
-            other => format!("remote error: tls: {other}"),
-        };
-    }
-    match e.kind() {
-        std::io::ErrorKind::ConnectionRefused => {
-            format!("dial tcp {addr}: connect: connection refused")
-        }
-        _ => format!("dial tcp {addr}: {e}"),
-    }
-}
-
-type Sender = hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>;
-
-/// Host, port, server name and caBundle of a kept connection.
-type PoolKey = (String, u16, String, String);
-
-/// Idle connections by endpoint, server name and caBundle.
-fn pool() -> &'static Mutex<HashMap<PoolKey, Vec<Sender>>> {
-    static POOL: OnceLock<Mutex<HashMap<PoolKey, Vec<Sender>>>> = OnceLock::new();
-    POOL.get_or_init(Default::default)
-}
-
-fn pool_key(target: &Target) -> PoolKey {
-    (
-        target.host.clone(),
-        target.port,
-        target.server_name.clone(),
-        target.ca_bundle.clone(),
-    )
-}
-
-/// An idle kept connection to `target`, or a new one.
-async fn connect(target: &Target) -> std::result::Result<Sender, String> {
-    let key = pool_key(target);
-    loop {
-        let idle = pool()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(&key)
-            .and_then(Vec::pop);
-        match idle {
-            Some(s) if !s.is_closed() && s.is_ready() => return Ok(s),
-            Some(_) => continue,
-            None => break,
-        }
-    }
-    let config = tls_config(&target.ca_bundle)?;
-    let tcp = tokio::net::TcpStream::connect((target.host.as_str(), target.port))
-        .await
-        .map_err(|e| transport_error(&target.host, target.port, &e))?;
-    let _ = tcp.set_nodelay(true);
-    let name = rustls_pki_types::ServerName::try_from(target.server_name.clone())
-        .map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(config)
-        .connect(name, tcp)
-        .await
-        .map_err(|e| transport_error(&target.host, target.port, &e))?;
-    let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(sender)
+    map.insert(ca_bundle.to_owned(), profile.clone());
+    Ok(profile)
 }
 
 /// Why a POST failed.
@@ -379,36 +296,19 @@ pub async fn post(
     deadline_text: &str,
 ) -> std::result::Result<Vec<u8>, PostError> {
     let exchange = async {
-        let mut sender = connect(target).await?;
-        let request = http::Request::post(target.path.as_str())
-            .header(http::header::HOST, target.authority.as_str())
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "application/json, */*")
-            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-            .map_err(|e| e.to_string())?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| e.to_string())?;
-        let status = response.status();
-        let answer = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes()
-            .to_vec();
-        if !sender.is_closed() {
-            let mut pool = pool().lock().unwrap_or_else(|e| e.into_inner());
-            let idle = pool.entry(pool_key(target)).or_default();
-            if idle.len() < 16 {
-                idle.push(sender);
-            }
-        }
+        let tls = tls_profile(&target.ca_bundle)?;
+        let endpoint = Endpoint {
+            host: &target.host,
+            port: target.port,
+            server_name: &target.server_name,
+            authority: &target.authority,
+            path: &target.path,
+        };
+        let (status, answer) = transport::post(&endpoint, &tls, None, body.into()).await?;
         if !status.is_success() {
             return Err(server_error(status, &answer));
         }
-        Ok(answer)
+        Ok(answer.to_vec())
     };
     match tokio::time::timeout(timeout, exchange).await {
         Ok(Ok(answer)) => Ok(answer),

@@ -39,8 +39,17 @@ pub struct Hook {
     pub review_versions: Vec<String>,
     /// `reinvocationPolicy: IfNeeded` (mutating only).
     pub reinvoke: bool,
-    /// `matchConditions`: (name, CEL expression).
-    pub match_conditions: Vec<(String, String)>,
+    /// `matchConditions`, compiled.
+    pub match_conditions: Vec<Condition>,
+}
+
+/// One `matchConditions` entry, compiled when its configuration is parsed.
+#[derive(Debug, Clone)]
+pub struct Condition {
+    /// `name`.
+    pub name: String,
+    /// `expression`, compiled (or why it does not compile).
+    pub program: Arc<std::result::Result<kube_cel::cel::Program, String>>,
 }
 
 /// One entry of `rules`.
@@ -156,9 +165,12 @@ pub fn parse_configuration(cfg: &Value, mutating: bool) -> Vec<Hook> {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .map(|c| {
-                    let text = |k: &str| c[k].as_str().unwrap_or("").to_owned();
-                    (text("name"), text("expression"))
+                .map(|c| Condition {
+                    name: c["name"].as_str().unwrap_or("").to_owned(),
+                    program: Arc::new(
+                        kube_cel::cel::Program::compile(c["expression"].as_str().unwrap_or(""))
+                            .map_err(|e| e.to_string()),
+                    ),
                 })
                 .collect(),
         });

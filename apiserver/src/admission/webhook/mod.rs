@@ -20,6 +20,7 @@
 
 pub mod client;
 pub mod config;
+pub mod transport;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -176,7 +177,156 @@ fn namespace_labels(
     Ok(ns["metadata"].get("labels").cloned())
 }
 
+/// A group, version and kind (`kind`, `requestKind`).
+#[derive(serde::Serialize)]
+struct Gvk<'a> {
+    group: &'a str,
+    version: &'a str,
+    kind: &'a str,
+}
+
+/// A group, version and resource (`resource`, `requestResource`).
+#[derive(serde::Serialize)]
+struct Gvr<'a> {
+    group: &'a str,
+    version: &'a str,
+    resource: &'a str,
+}
+
+/// `request.userInfo`.
+#[derive(serde::Serialize)]
+struct UserOut<'a> {
+    username: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    uid: &'a str,
+    groups: &'a [String],
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    extra: &'a std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// `request.options` (`CreateOptions`, `UpdateOptions`, `DeleteOptions`).
+#[derive(serde::Serialize)]
+struct OptionsOut {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    #[serde(rename = "dryRun", skip_serializing_if = "Option::is_none")]
+    dry_run: Option<[&'static str; 1]>,
+}
+
+/// `AdmissionReview.request`, borrowing the objects (serialised once, never copied).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestOut<'a> {
+    uid: &'a str,
+    kind: Gvk<'a>,
+    resource: Gvr<'a>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    sub_resource: &'a str,
+    request_kind: Gvk<'a>,
+    request_resource: Gvr<'a>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    request_sub_resource: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    namespace: &'a str,
+    operation: &'a str,
+    user_info: UserOut<'a>,
+    object: Option<&'a Map<String, Value>>,
+    old_object: Option<&'a Map<String, Value>>,
+    dry_run: bool,
+    options: Option<OptionsOut>,
+}
+
+/// An `AdmissionReview` to send.
+#[derive(serde::Serialize)]
+struct ReviewOut<'a> {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    request: RequestOut<'a>,
+}
+
 /// The `AdmissionReview` sent for `call` in `version` (`v1` or `v1beta1`).
+fn review_out<'a>(
+    version: &str,
+    uid: &'a str,
+    call: &'a Call<'a>,
+    obj: Option<&'a Map<String, Value>>,
+    old: Option<&'a Map<String, Value>>,
+) -> ReviewOut<'a> {
+    let r = call.resource;
+    // A subresource's object is of its own kind (Eviction, Binding, Scale, …).
+    let sub = (!call.subresource.is_empty())
+        .then(|| r.subresource(call.subresource))
+        .flatten();
+    let kind = || match (call.options_kind, sub) {
+        (Some(k), _) => Gvk {
+            group: "",
+            version: "v1",
+            kind: k,
+        },
+        (None, Some(s)) => Gvk {
+            group: s.group,
+            version: s.version,
+            kind: s.kind,
+        },
+        (None, None) => Gvk {
+            group: r.group,
+            version: r.version,
+            kind: r.kind,
+        },
+    };
+    let resource = || Gvr {
+        group: r.group,
+        version: r.version,
+        resource: r.plural,
+    };
+    let options_kind = match call.operation {
+        "CREATE" => Some("CreateOptions"),
+        "UPDATE" => Some("UpdateOptions"),
+        "DELETE" => Some("DeleteOptions"),
+        _ => None,
+    };
+    let user = call.user;
+    ReviewOut {
+        kind: "AdmissionReview",
+        api_version: if version == "v1beta1" {
+            "admission.k8s.io/v1beta1"
+        } else {
+            "admission.k8s.io/v1"
+        },
+        request: RequestOut {
+            uid,
+            kind: kind(),
+            resource: resource(),
+            sub_resource: call.subresource,
+            request_kind: kind(),
+            request_resource: resource(),
+            request_sub_resource: call.subresource,
+            name: call.name,
+            namespace: call.namespace,
+            operation: call.operation,
+            user_info: UserOut {
+                username: &user.name,
+                uid: &user.uid,
+                groups: &user.groups,
+                extra: &user.extra,
+            },
+            object: obj,
+            old_object: old,
+            dry_run: call.dry_run,
+            options: options_kind.map(|kind| OptionsOut {
+                api_version: "meta.k8s.io/v1",
+                kind,
+                dry_run: call.dry_run.then_some(["All"]),
+            }),
+        },
+    }
+}
+
+/// [`review_out`] as JSON.
+#[cfg(test)]
 fn review(
     version: &str,
     uid: &str,
@@ -184,58 +334,7 @@ fn review(
     obj: Option<&Map<String, Value>>,
     old: Option<&Map<String, Value>>,
 ) -> Value {
-    let r = call.resource;
-    let kind = match call.options_kind {
-        Some(k) => json!({ "group": "", "version": "v1", "kind": k }),
-        None => json!({ "group": r.group, "version": r.version, "kind": r.kind }),
-    };
-    let resource = json!({ "group": r.group, "version": r.version, "resource": r.plural });
-    let options_kind = match call.operation {
-        "CREATE" => "CreateOptions",
-        "UPDATE" => "UpdateOptions",
-        "DELETE" => "DeleteOptions",
-        _ => "",
-    };
-    let mut options = Value::Null;
-    if !options_kind.is_empty() {
-        options = json!({ "apiVersion": "meta.k8s.io/v1", "kind": options_kind });
-        if call.dry_run {
-            options["dryRun"] = json!(["All"]);
-        }
-    }
-    let mut user = json!({ "username": call.user.name, "groups": call.user.groups });
-    if !call.user.uid.is_empty() {
-        user["uid"] = json!(call.user.uid);
-    }
-    if !call.user.extra.is_empty() {
-        user["extra"] = json!(call.user.extra);
-    }
-    let mut request = json!({
-        "uid": uid,
-        "kind": kind,
-        "resource": resource,
-        "requestKind": kind,
-        "requestResource": resource,
-        "name": call.name,
-        "operation": call.operation,
-        "userInfo": user,
-        "object": obj,
-        "oldObject": old,
-        "dryRun": call.dry_run,
-        "options": options,
-    });
-    if !call.subresource.is_empty() {
-        request["subResource"] = json!(call.subresource);
-        request["requestSubResource"] = json!(call.subresource);
-    }
-    if !call.namespace.is_empty() {
-        request["namespace"] = json!(call.namespace);
-    }
-    json!({
-        "kind": "AdmissionReview",
-        "apiVersion": format!("admission.k8s.io/{version}"),
-        "request": request,
-    })
+    serde_json::to_value(review_out(version, uid, call, obj, old)).unwrap_or(Value::Null)
 }
 
 /// Upstream's match conditions: `Ok(false)` when one is false, an error when one fails to
@@ -246,8 +345,7 @@ fn conditions_match(
     obj: Option<&Map<String, Value>>,
     old: Option<&Map<String, Value>>,
 ) -> std::result::Result<bool, String> {
-    use kube_cel::KubeCelExt as _;
-    use kube_cel::cel::{Context, Program, Value as Cel};
+    use kube_cel::cel::Value as Cel;
     if hook.match_conditions.is_empty() {
         return Ok(true);
     }
@@ -255,23 +353,20 @@ fn conditions_match(
         Some(m) => kube_cel::cel::to_value(m).unwrap_or(Cel::Null),
         None => Cel::Null,
     };
-    let mut ctx = Context::default().with_all();
+    let mut ctx = crate::admission::cel_env::root().new_inner_scope();
     ctx.add_variable_from_value("object", cel(obj));
     ctx.add_variable_from_value("oldObject", cel(old));
-    let mut req = request.clone();
-    if let Some(r) = req.as_object_mut() {
-        r.remove("object");
-        r.remove("oldObject");
-    }
     ctx.add_variable_from_value(
         "request",
-        kube_cel::cel::to_value(&req).unwrap_or(Cel::Null),
+        kube_cel::cel::to_value(request).unwrap_or(Cel::Null),
     );
     let mut errors = Vec::new();
-    for (name, expression) in &hook.match_conditions {
-        let result = Program::compile(expression)
-            .map_err(|e| e.to_string())
-            .and_then(|p| p.execute(&ctx).map_err(|e| e.to_string()));
+    for condition in &hook.match_conditions {
+        let name = &condition.name;
+        let result = match condition.program.as_ref() {
+            Ok(p) => p.execute(&ctx).map_err(|e| e.to_string()),
+            Err(e) => Err(e.clone()),
+        };
         match result {
             Ok(Cel::Bool(true)) => {}
             Ok(Cel::Bool(false)) => return Ok(false),
@@ -434,9 +529,18 @@ async fn call_hook(
         .iter()
         .find(|v| *v == "v1" || *v == "v1beta1");
     let uid = uuid::Uuid::new_v4().to_string();
-    let review = review(version.map_or("v1", |v| v.as_str()), &uid, call, obj, old);
-    if !conditions_match(hook, &review["request"], obj, old).map_err(failed)? {
-        return Ok(None);
+    let review = review_out(version.map_or("v1", |v| v.as_str()), &uid, call, obj, old);
+    if !hook.match_conditions.is_empty() {
+        // `request` without the objects (they are variables of their own).
+        let request = RequestOut {
+            object: None,
+            old_object: None,
+            ..review_out("v1", &uid, call, None, None).request
+        };
+        let request = serde_json::to_value(&request).map_err(|e| failed(e.to_string()))?;
+        if !conditions_match(hook, &request, obj, old).map_err(failed)? {
+            return Ok(None);
+        }
     }
     if call.dry_run && !hook.dry_run_safe {
         return Err(Failure::Refused(ApiError::BadRequest(format!(
