@@ -11,6 +11,7 @@ pub mod cli;
 pub mod etcd_cluster;
 pub mod faultproxy;
 pub mod linearizability;
+pub mod webhook_server;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

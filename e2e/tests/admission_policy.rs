@@ -413,3 +413,62 @@ fn failing_expressions_follow_the_failure_policy() {
         "{err}"
     );
 }
+
+#[test]
+fn policies_see_deletes_with_the_stored_object_as_old_object() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = server(dir.path());
+    apply(
+        &s,
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: keep-protected
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["DELETE"]
+      resources: ["configmaps"]
+  validations:
+  - expression: "object == null && request.operation == 'DELETE'"
+    message: "a delete has no object"
+  - expression: "!has(oldObject.metadata.labels) || !('protected' in oldObject.metadata.labels)"
+    messageExpression: "'configmap ' + oldObject.metadata.name + ' is protected'"
+    reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: keep-protected-binding
+spec:
+  policyName: keep-protected
+  validationActions: [Deny]
+"#,
+    );
+    apply(
+        &s,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kept\n  labels:\n    protected: \"yes\"\ndata:\n  a: b\n",
+    );
+    ok(&s, &["create", "configmap", "free", "--from-literal=a=b"]);
+    // The binding may take a moment to be seen: poll with a deadline.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let err = loop {
+        let (deleted, _, err) = kubectl(&s, &["delete", "configmap", "kept", "--dry-run=server"]);
+        if !deleted {
+            break err;
+        }
+        assert!(Instant::now() < deadline, "the delete was never refused");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        err.contains("configmaps \"kept\" is forbidden: ValidatingAdmissionPolicy 'keep-protected' with binding 'keep-protected-binding' denied request: configmap kept is protected"),
+        "{err}"
+    );
+    let (deleted, _, err) = kubectl(&s, &["delete", "configmap", "kept"]);
+    assert!(!deleted, "protected configmap deleted");
+    assert!(err.contains("configmap kept is protected"), "{err}");
+    ok(&s, &["delete", "configmap", "free"]);
+    ok(&s, &["get", "configmap", "kept"]);
+}

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use e2e::ServerProcess;
 use e2e::cli::{apply, ok};
+use e2e::webhook_server::{self, Reply, WebhookServer};
 use serde_json::{Value, json};
 
 /// The reviews the server received: (path, AdmissionReview).
@@ -21,63 +22,23 @@ type Seen = Arc<Mutex<Vec<(String, Value)>>>;
 struct Hooks {
     port: u16,
     seen: Seen,
-    _runtime: tokio::runtime::Runtime,
+    _server: WebhookServer,
 }
 
 impl Hooks {
     /// Serves every path over TLS with `cert`/`key` (PEM files) on a free 127.0.0.1 port.
     fn start(cert: &std::path::Path, key: &std::path::Path) -> Hooks {
-        use rustls::pki_types::pem::PemObject as _;
-        let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_file_iter(cert)
-            .expect("cert")
-            .map(|c| c.expect("cert"))
-            .collect();
-        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(key).expect("key");
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .expect("server config");
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("bind");
-        let port = listener.local_addr().expect("addr").port();
         let seen: Seen = Arc::default();
         let log = Arc::clone(&seen);
-        runtime.spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    continue;
-                };
-                let acceptor = acceptor.clone();
-                let log = Arc::clone(&log);
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = hyper::service::service_fn(move |req| {
-                        let log = Arc::clone(&log);
-                        async move { answer(req, &log).await }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                        .await;
-                });
-            }
-        });
+        let server = WebhookServer::start(cert.to_owned(), key.to_owned(), 2, move |req| {
+            let log = Arc::clone(&log);
+            async move { answer(req, &log).await }
+        })
+        .expect("webhook server");
         Hooks {
-            port,
+            port: server.port,
             seen,
-            _runtime: runtime,
+            _server: server,
         }
     }
 
@@ -109,15 +70,9 @@ fn patch_meta(obj: &Value, field: &str, key: &str, value: &str) -> String {
 async fn answer(
     req: hyper::Request<hyper::body::Incoming>,
     seen: &Mutex<Vec<(String, Value)>>,
-) -> Result<hyper::Response<http_body_util::Full<hyper::body::Bytes>>, std::convert::Infallible> {
-    use http_body_util::BodyExt as _;
+) -> Reply {
     let path = req.uri().path().to_owned();
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    let (_, body) = webhook_server::read(req).await;
     let review: Value = serde_json::from_slice(&body).unwrap_or_default();
     seen.lock()
         .expect("lock")
@@ -147,9 +102,9 @@ async fn answer(
         "/hang" => tokio::time::sleep(Duration::from_secs(5)).await,
         "/wronguid" => response["uid"] = json!("not-the-uid"),
         "/garbage" => {
-            return Ok(hyper::Response::new(http_body_util::Full::new(
+            return hyper::Response::new(http_body_util::Full::new(
                 hyper::body::Bytes::from_static(b"this is not json"),
-            )));
+            ));
         }
         "/badpatch" => {
             let patch = json!([{ "op": "replace", "path": "/spec/nothing", "value": 1 }]);
@@ -181,12 +136,7 @@ async fn answer(
         "kind": "AdmissionReview",
         "response": response,
     });
-    Ok(hyper::Response::builder()
-        .header("content-type", "application/json")
-        .body(http_body_util::Full::new(hyper::body::Bytes::from(
-            serde_json::to_vec(&out).unwrap_or_default(),
-        )))
-        .expect("response"))
+    webhook_server::json_reply(&out)
 }
 
 /// A cluster whose serving certificate is also valid for `labeler.hooks.svc`, the webhook
@@ -723,4 +673,103 @@ fn broken_webhooks_fail_closed_or_open_as_their_failure_policy_says() {
         "added"
     );
     assert_eq!(hooks.reviews("/reinvoke-b", "h").len(), 1);
+}
+
+#[test]
+fn subresource_creates_eviction_binding_and_token_reach_the_webhooks() {
+    let (_dir, s, hooks, ca) = cluster();
+    apply(
+        &s,
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: subs\n  labels:\n    subs: \"true\"\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: robot\n  namespace: subs\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: victim\n  namespace: subs\nspec:\n  containers:\n  - name: c\n    image: nginx\n",
+    );
+    apply(
+        &s,
+        &configuration(
+            "Validating",
+            "subresources",
+            &ca,
+            &[Entry {
+                name: "sub.example.com",
+                client: url(hooks.port, "/deny-all"),
+                resources: "pods/eviction, pods/binding, serviceaccounts/token",
+                extra: "  namespaceSelector:\n    matchLabels:\n      subs: \"true\"\n",
+            }],
+        ),
+    );
+    let denied =
+        "admission webhook \"sub.example.com\" denied the request: this namespace is hooked";
+    // Configuration changes take effect within a second: poll with a deadline.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (created, _, err) = s
+            .kubectl(&["create", "token", "robot", "-n", "subs"])
+            .expect("kubectl runs");
+        if !created {
+            assert!(err.contains(denied), "{err}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "token requests never reached the webhook"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let raw = |path: &str, body: &str| {
+        s.kubectl_as(
+            &s.kubeconfig,
+            &["create", "--raw", path, "-f", "-"],
+            Some(body),
+        )
+        .expect("kubectl runs")
+    };
+    let (evicted, _, err) = raw(
+        "/api/v1/namespaces/subs/pods/victim/eviction",
+        r#"{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"victim","namespace":"subs"}}"#,
+    );
+    assert!(!evicted, "eviction went through");
+    assert!(err.contains(denied), "{err}");
+    let (bound, _, err) = raw(
+        "/api/v1/namespaces/subs/pods/victim/binding",
+        r#"{"apiVersion":"v1","kind":"Binding","metadata":{"name":"victim"},"target":{"apiVersion":"v1","kind":"Node","name":"nowhere"}}"#,
+    );
+    assert!(!bound, "binding went through");
+    assert!(err.contains(denied), "{err}");
+    // The pod is still there, unbound.
+    let pod = e2e::cli::json(&s, &["get", "pod", "victim", "-n", "subs", "-o", "json"]);
+    assert!(pod["spec"]["nodeName"].is_null(), "{pod}");
+
+    // What the webhook was sent: CREATE on the parent resource with the subresource, and
+    // the subresource's own kind and object.
+    let review = |name: &str, sub: &str| {
+        hooks
+            .reviews("/deny-all", name)
+            .into_iter()
+            .find(|r| r["request"]["subResource"] == sub)
+            .unwrap_or_else(|| panic!("no {sub} review for {name}"))
+    };
+    let eviction = review("victim", "eviction");
+    let request = &eviction["request"];
+    assert_eq!(request["operation"], "CREATE");
+    assert_eq!(request["namespace"], "subs");
+    assert_eq!(
+        request["resource"],
+        json!({"group": "", "version": "v1", "resource": "pods"})
+    );
+    assert_eq!(
+        request["kind"],
+        json!({"group": "policy", "version": "v1", "kind": "Eviction"})
+    );
+    assert_eq!(request["object"]["kind"], "Eviction");
+    let binding = review("victim", "binding");
+    assert_eq!(
+        binding["request"]["kind"],
+        json!({"group": "", "version": "v1", "kind": "Binding"})
+    );
+    assert_eq!(binding["request"]["object"]["target"]["name"], "nowhere");
+    let token = review("robot", "token");
+    assert_eq!(
+        token["request"]["kind"],
+        json!({"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"})
+    );
+    assert_eq!(token["request"]["resource"]["resource"], "serviceaccounts");
 }

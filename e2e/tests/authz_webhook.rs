@@ -12,56 +12,36 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use e2e::ServerProcess;
+use e2e::webhook_server::{self, Reply, WebhookServer};
 use serde_json::{Value, json};
 
 /// The webhook server: every review it received.
 struct Webhook {
     port: u16,
     reviews: Arc<Mutex<Vec<Value>>>,
-    runtime: Option<tokio::runtime::Runtime>,
+    server: WebhookServer,
 }
 
 impl Webhook {
     /// Listens on a free 127.0.0.1 port now; serves TLS with `pki/apiserver.crt` once the
     /// server has written it (loaded at the first connection).
-    fn start(pki: PathBuf) -> Webhook {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("bind");
-        let port = listener.local_addr().expect("addr").port();
+    fn start(pki: &Path) -> Webhook {
         let reviews = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&reviews);
-        runtime.spawn(async move {
-            let mut acceptor = None;
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    continue;
-                };
-                let acceptor = acceptor.get_or_insert_with(|| tls(&pki)).clone();
+        let server = WebhookServer::start(
+            pki.join("apiserver.crt"),
+            pki.join("apiserver.key"),
+            2,
+            move |req| {
                 let seen = Arc::clone(&seen);
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = hyper::service::service_fn(move |req| {
-                        let seen = Arc::clone(&seen);
-                        async move { answer(req, &seen).await }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                        .await;
-                });
-            }
-        });
+                async move { answer(req, &seen).await }
+            },
+        )
+        .expect("webhook server");
         Webhook {
-            port,
+            port: server.port,
             reviews,
-            runtime: Some(runtime),
+            server,
         }
     }
 
@@ -77,30 +57,8 @@ impl Webhook {
 
     /// Stops serving: the port refuses connections from now on.
     fn stop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(Duration::from_secs(1));
-        }
+        self.server.stop();
     }
-}
-
-/// The TLS acceptor serving the cluster's apiserver certificate (valid for 127.0.0.1).
-fn tls(pki: &Path) -> tokio_rustls::TlsAcceptor {
-    use rustls::pki_types::pem::PemObject as _;
-    let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_file_iter(pki.join("apiserver.crt"))
-        .expect("cert")
-        .map(|c| c.expect("cert"))
-        .collect();
-    let key =
-        rustls::pki_types::PrivateKeyDer::from_pem_file(pki.join("apiserver.key")).expect("key");
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_no_client_auth()
-    .with_single_cert(certs, key)
-    .expect("server config");
-    tokio_rustls::TlsAcceptor::from(Arc::new(config))
 }
 
 /// The webhook's policy. At `/guard`: every SubjectAccessReview is denied. Elsewhere:
@@ -130,18 +88,9 @@ fn decide(path: &str, review: &Value) -> Value {
 }
 
 /// One review answered by [`decide`].
-async fn answer(
-    req: hyper::Request<hyper::body::Incoming>,
-    seen: &Mutex<Vec<Value>>,
-) -> Result<hyper::Response<http_body_util::Full<hyper::body::Bytes>>, std::convert::Infallible> {
-    use http_body_util::BodyExt as _;
+async fn answer(req: hyper::Request<hyper::body::Incoming>, seen: &Mutex<Vec<Value>>) -> Reply {
     let path = req.uri().path().to_owned();
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    let (_, body) = webhook_server::read(req).await;
     let mut review: Value = serde_json::from_slice(&body).unwrap_or_default();
     let status = decide(&path, &review);
     let out = json!({
@@ -151,12 +100,7 @@ async fn answer(
     });
     review["path"] = json!(path);
     seen.lock().expect("lock").push(review);
-    Ok(hyper::Response::builder()
-        .header("content-type", "application/json")
-        .body(http_body_util::Full::new(hyper::body::Bytes::from(
-            serde_json::to_vec(&out).unwrap_or_default(),
-        )))
-        .expect("response"))
+    webhook_server::json_reply(&out)
 }
 
 /// A kubeconfig naming `server` (trusted through `ca`) and, optionally, a bearer token.
@@ -234,7 +178,7 @@ fn webhook_authorizer_and_token_webhook_after_node_and_rbac() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let pki = data.join("pki");
-    let mut hook = Webhook::start(pki.clone());
+    let mut hook = Webhook::start(&pki);
     let authz_cfg = dir.path().join("authz-webhook.kubeconfig");
     let authn_cfg = dir.path().join("authn-webhook.kubeconfig");
     let base = format!("https://127.0.0.1:{}", hook.port);
@@ -540,7 +484,7 @@ fn authorization_config_chains_webhooks_with_match_conditions_and_failure_polici
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let pki = data.join("pki");
-    let hook = Webhook::start(pki.clone());
+    let hook = Webhook::start(&pki);
     let base = format!("https://127.0.0.1:{}", hook.port);
     let guard_cfg = dir.path().join("guard.kubeconfig");
     let fallback_cfg = dir.path().join("fallback.kubeconfig");

@@ -12,92 +12,42 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use e2e::ServerProcess;
 use e2e::cli::{apply, ok, wait_for};
+use e2e::webhook_server::{self, Reply, WebhookServer};
 use serde_json::{Value, json};
 
 /// The conversion webhook: the number of objects of each review it answered.
 struct Webhook {
     port: u16,
     reviews: Arc<Mutex<Vec<usize>>>,
-    runtime: Option<tokio::runtime::Runtime>,
+    server: WebhookServer,
 }
 
 impl Webhook {
     /// Serves `/convert` over TLS with `cert`/`key` (PEM files) on a free 127.0.0.1 port.
     fn start(cert: &std::path::Path, key: &std::path::Path) -> Webhook {
-        use rustls::pki_types::pem::PemObject as _;
-        let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_file_iter(cert)
-            .expect("cert")
-            .map(|c| c.expect("cert"))
-            .collect();
-        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(key).expect("key");
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .expect("server config");
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("bind");
-        let port = listener.local_addr().expect("addr").port();
         let reviews = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&reviews);
-        runtime.spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    continue;
-                };
-                let acceptor = acceptor.clone();
-                let seen = Arc::clone(&seen);
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = hyper::service::service_fn(move |req| {
-                        let seen = Arc::clone(&seen);
-                        async move { answer(req, &seen).await }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                        .await;
-                });
-            }
-        });
+        let server = WebhookServer::start(cert.to_owned(), key.to_owned(), 2, move |req| {
+            let seen = Arc::clone(&seen);
+            async move { answer(req, &seen).await }
+        })
+        .expect("webhook server");
         Webhook {
-            port,
+            port: server.port,
             reviews,
-            runtime: Some(runtime),
+            server,
         }
     }
 
     /// Stops serving: the port refuses connections from now on.
     fn stop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(Duration::from_secs(1));
-        }
+        self.server.stop();
     }
 }
 
 /// One ConversionReview answered: v1 `spec.size` ↔ v2 `spec.dimensions.size`.
-async fn answer(
-    req: hyper::Request<hyper::body::Incoming>,
-    seen: &Mutex<Vec<usize>>,
-) -> Result<hyper::Response<http_body_util::Full<hyper::body::Bytes>>, std::convert::Infallible> {
-    use http_body_util::BodyExt as _;
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+async fn answer(req: hyper::Request<hyper::body::Incoming>, seen: &Mutex<Vec<usize>>) -> Reply {
+    let (_, body) = webhook_server::read(req).await;
     let review: Value = serde_json::from_slice(&body).unwrap_or_default();
     let request = &review["request"];
     let desired = request["desiredAPIVersion"].as_str().unwrap_or_default();
@@ -141,12 +91,7 @@ async fn answer(
             "result": { "status": "Success" },
         },
     });
-    Ok(hyper::Response::builder()
-        .header("content-type", "application/json")
-        .body(http_body_util::Full::new(hyper::body::Bytes::from(
-            serde_json::to_vec(&out).unwrap_or_default(),
-        )))
-        .expect("response"))
+    webhook_server::json_reply(&out)
 }
 
 fn crd(port: u16, ca_bundle: &str) -> String {
