@@ -46,7 +46,7 @@ use crate::{Context, LoopFuture};
 /// Client certificates for kube-apiserver.
 const API_SERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
 /// Kubelets' client certificates.
-const KUBELET_CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+pub(crate) const KUBELET_CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 /// Kubelets' serving certificates.
 const KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
 
@@ -205,8 +205,9 @@ fn key_usage(usage: &str) -> (Option<KeyUsagePurpose>, Option<ExtendedKeyUsagePu
 
 /// What the signer reads of a request: subject and SANs.
 #[derive(Debug, Default)]
-struct Request {
-    common_name: String,
+pub(crate) struct Request {
+    /// The subject's CN.
+    pub(crate) common_name: String,
     organizations: Vec<String>,
     dns: usize,
     ips: usize,
@@ -214,7 +215,8 @@ struct Request {
     uris: usize,
 }
 
-fn parse_request(pem: &str) -> anyhow::Result<Request> {
+/// The subject and SAN counts of a PEM request.
+pub(crate) fn parse_request(pem: &str) -> anyhow::Result<Request> {
     let (_, block) = x509_parser::pem::parse_x509_pem(pem.as_bytes())
         .map_err(|_| anyhow::anyhow!("PEM block type must be CERTIFICATE REQUEST"))?;
     let (_, req) = X509CertificationRequest::from_der(&block.contents)
@@ -250,7 +252,7 @@ fn parse_request(pem: &str) -> anyhow::Result<Request> {
 
 /// Whether `signer` is one this controller signs for, and if so the signer's verdict on the
 /// request (upstream's `isRequestForSignerFn`): `None` not ours, `Some(Err)` refused.
-fn judge(signer: &str, req: &Request, usages: &[String]) -> Option<Result<(), String>> {
+pub(crate) fn judge(signer: &str, req: &Request, usages: &[String]) -> Option<Result<(), String>> {
     let set: BTreeSet<&str> = usages.iter().map(String::as_str).collect();
     let nodes = || -> Result<(), String> {
         if req.organizations != ["system:nodes"] {
@@ -320,7 +322,8 @@ fn judge(signer: &str, req: &Request, usages: &[String]) -> Option<Result<(), St
     Some(verdict)
 }
 
-fn has_true(csr: &CertificateSigningRequest, ty: &str) -> bool {
+/// Whether the CSR has condition `ty` with status True.
+pub(crate) fn has_true(csr: &CertificateSigningRequest, ty: &str) -> bool {
     csr.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
@@ -398,7 +401,7 @@ async fn sync(
 
 /// A reflector of every CSR (with the signer's own client, allowed to list and watch them)
 /// queueing each changed one by name.
-fn watch(
+pub(crate) fn watch(
     ctx: &Context,
     queue: Queue,
     shutdown: CancellationToken,

@@ -6,6 +6,7 @@ mod clusterrole_aggregation;
 mod context;
 mod credentials;
 mod cronjob;
+mod csr_approving;
 mod csr_signing;
 mod daemonset;
 mod deployment;
@@ -235,6 +236,11 @@ const CONTROLLERS: &[ControllerSpec] = &[
         name: "csrsigning",
         default_on: true,
         start: csr_signing::start,
+    },
+    ControllerSpec {
+        name: "csrapproving",
+        default_on: true,
+        start: csr_approving::start,
     },
     ControllerSpec {
         name: "horizontalpodautoscaling",

@@ -378,3 +378,114 @@ fn csr_validation_denial_and_signer_refusals() {
         .expect("kubectl");
     assert!(approved, "{err}");
 }
+
+/// A user kubeconfig made by `capstan kubeconfig`.
+fn user(s: &ServerProcess, dir: &Path, name: &str, groups: &[&str]) -> PathBuf {
+    let path = dir.join(format!("{}.kubeconfig", name.replace(':', "-")));
+    let mut args = vec![
+        "kubeconfig",
+        "--data-dir",
+        s.data_dir.to_str().unwrap_or_default(),
+        "--user",
+        name,
+        "--server",
+        &s.url,
+        "--out",
+        path.to_str().unwrap_or_default(),
+    ];
+    for g in groups {
+        args.extend(["--group", g]);
+    }
+    let (written, _, err) = s.capstan(&args).expect("capstan kubeconfig");
+    assert!(written, "{err}");
+    path
+}
+
+/// `csrapproving`: a node's own client certificate request is approved after a
+/// SubjectAccessReview for `certificatesigningrequests/selfnodeclient` (granted to
+/// `system:nodes`, as kubeadm binds it) and then signed; a node client request from someone
+/// allowed neither `selfnodeclient` nor `nodeclient` stays pending.
+#[test]
+fn node_client_requests_are_auto_approved() {
+    let (dir, s) = cluster();
+    ok(
+        &s,
+        &[
+            "create",
+            "clusterrolebinding",
+            "node-autoapprove-rotation",
+            "--clusterrole=system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            "--group=system:nodes",
+        ],
+    );
+    ok(
+        &s,
+        &[
+            "create",
+            "clusterrole",
+            "csr-creator",
+            "--verb=create,get",
+            "--resource=certificatesigningrequests",
+        ],
+    );
+    ok(
+        &s,
+        &[
+            "create",
+            "clusterrolebinding",
+            "dave-csr",
+            "--clusterrole=csr-creator",
+            "--user=dave",
+        ],
+    );
+    let usages = ["digital signature", "client auth"];
+
+    let dave = user(&s, dir.path(), "dave", &[]);
+    let (_, request) = key_and_request("system:node:n8", &["system:nodes"]);
+    let (made, _, err) = s
+        .kubectl_as(
+            &dave,
+            &["create", "-f", "-"],
+            Some(&manifest(
+                "dave-n8",
+                &request,
+                "kubernetes.io/kube-apiserver-client-kubelet",
+                &usages,
+                None,
+            )),
+        )
+        .expect("kubectl");
+    assert!(made, "{err}");
+
+    let node = user(&s, dir.path(), "system:node:n9", &["system:nodes"]);
+    let (_, request) = key_and_request("system:node:n9", &["system:nodes"]);
+    let (made, _, err) = s
+        .kubectl_as(
+            &node,
+            &["create", "-f", "-"],
+            Some(&manifest(
+                "node-n9",
+                &request,
+                "kubernetes.io/kube-apiserver-client-kubelet",
+                &usages,
+                None,
+            )),
+        )
+        .expect("kubectl");
+    assert!(made, "{err}");
+    wait_for(&s, 30, "node-n9's certificate", || {
+        csr(&s, "node-n9")["status"]["certificate"]
+            .as_str()
+            .map(str::to_owned)
+    });
+    let approved = &csr(&s, "node-n9")["status"]["conditions"][0];
+    assert_eq!(approved["type"], "Approved");
+    assert_eq!(approved["reason"], "AutoApproved");
+    assert_eq!(
+        approved["message"],
+        "Auto approving self kubelet client certificate after SubjectAccessReview."
+    );
+    let pending = csr(&s, "dave-n8");
+    assert!(pending["status"]["conditions"].is_null(), "{pending}");
+    assert!(ok(&s, &["get", "csr", "dave-n8"]).contains("Pending"));
+}
