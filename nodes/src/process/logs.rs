@@ -90,7 +90,7 @@ pub(crate) async fn pump(
 }
 
 /// How a log is read (`PodLogOptions` as the kubelet gets them).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ReadOptions {
     /// Keep streaming until the container instance ends.
     pub(crate) follow: bool,
