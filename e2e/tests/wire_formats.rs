@@ -180,24 +180,24 @@ fn pretty_json_for_humans_and_newlines_for_programs() {
     ] {
         let a = curl(&s, "GET", CM, "", agent);
         assert_eq!(a.code, 200);
-        assert!(
-            a.body.starts_with(
-                "{\n  \"apiVersion\": \"v1\",\n  \"data\": {\n    \"colon\": \"a: b\","
-            ),
-            "{agent}: {}",
-            a.body
-        );
+        let head = "{\n  \"kind\": \"ConfigMap\",\n  \"apiVersion\": \"v1\",\n  \"metadata\": {\n";
+        assert!(a.body.starts_with(head), "{agent}: {}", a.body);
         assert!(a.body.ends_with("\n}"), "{agent}: {:?}", a.body);
         let v: serde_json::Value = serde_json::from_str(&a.body).expect("JSON");
         assert_eq!(v["metadata"]["name"], "cm");
     }
     // ?pretty=true for anyone; ?pretty=false wins over the user agent.
     let a = curl(&s, "GET", &format!("{CM}?pretty=true"), "", "e2e");
-    assert!(a.body.starts_with("{\n  \"apiVersion\""), "{}", a.body);
+    assert!(
+        a.body.starts_with("{\n  \"kind\": \"ConfigMap\""),
+        "{}",
+        a.body
+    );
     let a = curl(&s, "GET", &format!("{CM}?pretty=false"), "", "curl/8.5.0");
-    assert!(a.body.starts_with("{\"apiVersion\""), "{}", a.body);
+    let compact = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"#;
+    assert!(a.body.starts_with(compact), "{}", a.body);
     assert!(a.body.ends_with("}\n"), "{:?}", a.body);
-    // Errors too.
+    // Errors too: a Status in Go's field order.
     let a = curl(
         &s,
         "GET",
@@ -206,13 +206,21 @@ fn pretty_json_for_humans_and_newlines_for_programs() {
         "curl/8.5.0",
     );
     assert_eq!(a.code, 404);
-    assert!(
-        a.body
-            .starts_with("{\n  \"apiVersion\": \"v1\",\n  \"code\": 404,"),
-        "{}",
-        a.body
-    );
-    // A watch is never indented.
+    let want = r#"{
+  "kind": "Status",
+  "apiVersion": "v1",
+  "metadata": {},
+  "status": "Failure",
+  "message": "configmaps \"missing\" not found",
+  "reason": "NotFound",
+  "details": {
+    "name": "missing",
+    "kind": "configmaps"
+  },
+  "code": 404
+}"#;
+    assert_eq!(a.body, want);
+    // A watch is never indented; events are {"type":…,"object":…}.
     let a = curl(
         &s,
         "GET",
@@ -222,7 +230,8 @@ fn pretty_json_for_humans_and_newlines_for_programs() {
     );
     assert_eq!(a.code, 200);
     let first = a.body.lines().next().expect("an event");
-    assert!(first.starts_with("{\"type\":\"ADDED\""), "{first}");
+    let event = r#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"#;
+    assert!(first.starts_with(event), "{first}");
 
     // kubectl still reads everything (it asks for JSON and Tables).
     let (ok, out, err) = s
@@ -232,4 +241,58 @@ fn pretty_json_for_humans_and_newlines_for_programs() {
     assert!(out.contains("script: |"), "{out}");
     let (ok, out, err) = s.kubectl(&["get", "configmaps"]).expect("kubectl");
     assert!(ok && out.contains("cm"), "{out}{err}");
+}
+
+#[test]
+fn json_in_go_struct_order() {
+    let (dir, s) = server();
+    // A Service created from JSON without status: keys in Go's order.
+    let svc = r#"{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "protocol": "TCP"}]}}"#;
+    let file = dir.path().join("svc.json");
+    std::fs::write(&file, svc).expect("write manifest");
+    let (ok, _, err) = s
+        .kubectl(&["create", "-f", &file.to_string_lossy()])
+        .expect("kubectl runs");
+    assert!(ok, "{err}");
+    let a = curl(
+        &s,
+        "GET",
+        "/api/v1/namespaces/default/services/web",
+        "",
+        "e2e",
+    );
+    let head = r#"{"kind":"Service","apiVersion":"v1","metadata":{"#;
+    assert!(a.body.starts_with(head), "{}", a.body);
+    let spec = r#""spec":{"ports":[{"protocol":"TCP","port":80,"targetPort":80}],"selector":{"app":"web"},"clusterIP":"#;
+    assert!(a.body.contains(spec), "{}", a.body);
+
+    // A Status error, as upstream writes it.
+    let pki = s.data_dir.join("pki");
+    let out = Command::new("curl")
+        .args(["-s", "-X", "POST", "--cacert"])
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .args(["-A", "e2e", "-H", "Content-Type: application/json"])
+        .arg("--data-binary")
+        .arg(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm"}}"#)
+        .arg(format!("{}/api/v1/namespaces/default/configmaps", s.url))
+        .output()
+        .expect("curl runs");
+    let want = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps \"cm\" already exists","reason":"AlreadyExists","details":{"name":"cm","kind":"configmaps"},"code":409}"#;
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{want}\n"));
+
+    // A list: the list's own fields first.
+    let a = curl(
+        &s,
+        "GET",
+        "/api/v1/namespaces/default/configmaps",
+        "",
+        "e2e",
+    );
+    let head = r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"#;
+    assert!(a.body.starts_with(head), "{}", a.body);
 }

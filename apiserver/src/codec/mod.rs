@@ -15,6 +15,7 @@
 //! upstream's content negotiation does; [`respond::finish`] applies the result to what a
 //! handler wrote — metadata-only forms ([`partial`]), YAML ([`yaml`]), indented JSON.
 
+pub mod go_json;
 pub mod negotiate;
 pub mod ordered;
 pub mod partial;

@@ -53,20 +53,20 @@ const UNKNOWN: &str = "k8s.io.apimachinery.pkg.runtime.Unknown";
 
 /// What Go's JSON encoding does with one proto field, beyond the defaults.
 #[derive(Debug, Default)]
-struct FieldRule {
+pub(super) struct FieldRule {
     /// A zero scalar on the wire is kept (a pointer field, or one without `omitempty`).
-    keep_zero: bool,
+    pub(super) keep_zero: bool,
     /// An embedded struct whose fields are inlined into the parent.
-    inline: bool,
+    pub(super) inline: bool,
     /// The JSON name, where it differs from the proto name.
-    json_name: Option<String>,
+    pub(super) json_name: Option<String>,
 }
 
 /// The compiled schema plus the JSON facts the `.proto` files lack.
-struct Schema {
-    pool: DescriptorPool,
+pub(super) struct Schema {
+    pub(super) pool: DescriptorPool,
     /// Message full name → field number → rule (from `json_fields.txt`).
-    rules: HashMap<String, HashMap<u32, FieldRule>>,
+    pub(super) rules: HashMap<String, HashMap<u32, FieldRule>>,
 }
 
 impl Schema {
@@ -107,7 +107,7 @@ impl Schema {
 
     /// The message for `apiVersion`/`kind`: the group's package (named by the group's first
     /// label: `apps`, `rbac.authorization.k8s.io` → `rbac`), else `meta/v1` (options kinds).
-    fn message_for(&self, api_version: &str, kind: &str) -> Option<MessageDescriptor> {
+    pub(super) fn message_for(&self, api_version: &str, kind: &str) -> Option<MessageDescriptor> {
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         if version.is_empty() || kind.is_empty() {
             return None;
@@ -126,7 +126,7 @@ impl Schema {
     }
 }
 
-fn schema() -> Result<&'static Schema, String> {
+pub(super) fn schema() -> Result<&'static Schema, String> {
     static SCHEMA: OnceLock<Result<Schema, String>> = OnceLock::new();
     SCHEMA
         .get_or_init(Schema::load)

@@ -8,7 +8,8 @@
 //! - `as=PartialObjectMetadata[List]` becomes the metadata-only form ([`super::partial`]);
 //!   `as=Table` of a verb that answered with an object (create, update, patch, delete)
 //!   becomes a one-row Table;
-//! - YAML ([`super::yaml`]) or indented JSON (no trailing newline, as Go's `MarshalIndent`).
+//! - YAML ([`super::yaml`]) or indented JSON (no trailing newline, as Go's `MarshalIndent`);
+//!   JSON in Go's field order ([`super::go_json`]), errors' Status included.
 //!
 //! Errors are negotiated again without conversions, as upstream's `ErrorNegotiated` does;
 //! when nothing is acceptable they are written as indented JSON (upstream's `WriteRawJSON`).
@@ -90,6 +91,12 @@ pub async fn finish(resp: Response, neg: &Negotiated, r: Option<&ResourceInfo>) 
     };
     if out.is_some_and(|o| o.is_plain()) {
         parts.headers.remove(header::CONTENT_LENGTH);
+        if failed && let Ok(status) = serde_json::from_slice::<Value>(&bytes) {
+            // An error's Status, in Go's field order (small: written again here).
+            let mut body = super::go_json::to_vec(&status);
+            body.push(b'\n');
+            return Response::from_parts(parts, Body::from(body));
+        }
         return Response::from_parts(parts, Body::from(with_newline(bytes)));
     }
     let Ok(Value::Object(mut obj)) = serde_json::from_slice::<Value>(&bytes) else {
@@ -205,13 +212,10 @@ pub fn encode(value: &Value, out: Option<Output>) -> (Vec<u8>, &'static str) {
             media: Media::Yaml, ..
         }) => (super::yaml::to_yaml(value).into_bytes(), "application/yaml"),
         Some(Output { pretty: false, .. }) => {
-            let mut v = serde_json::to_vec(value).unwrap_or_default();
+            let mut v = super::go_json::to_vec(value);
             v.push(b'\n');
             (v, "application/json")
         }
-        _ => (
-            serde_json::to_vec_pretty(value).unwrap_or_default(),
-            "application/json",
-        ),
+        _ => (super::go_json::to_vec_pretty(value), "application/json"),
     }
 }

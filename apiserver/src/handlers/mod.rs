@@ -123,9 +123,10 @@ fn query_rv(q: &Query) -> &str {
     q.get("resourceVersion").map_or("", String::as_str)
 }
 
-/// A JSON response as Go's `json.Encoder` writes it (ending with a newline).
+/// A JSON response as Go's `json.Encoder` writes it: fields in struct order
+/// (`codec::go_json`), a newline at the end.
 fn json_response(code: StatusCode, value: &Value) -> Response {
-    let mut body = serde_json::to_vec(value).unwrap_or_default();
+    let mut body = crate::codec::go_json::to_vec(value);
     body.push(b'\n');
     (
         code,
@@ -643,6 +644,28 @@ async fn get(
     name: &str,
     render: &Render,
 ) -> Result<Response> {
+    if !render.table && !registry::convert::is_converted(r) && !registry::convert::needs_webhook(r)
+    {
+        // The stored bytes (already in Go's field order) with the resourceVersion spliced
+        // in: no decoding and encoding again.
+        let key = registry::key(r, namespace, name);
+        let stored = ctx.storage.get(&key).await.map_err(storage_error)?;
+        let Some(stored) = stored else {
+            return Err(ApiError::NotFound {
+                resource: object::group_resource(r),
+                name: name.into(),
+            });
+        };
+        if let Some(mut json) = crate::watch_cache::stamp_revision(stored.value, stored.revision) {
+            json.push(b'\n');
+            return Ok((
+                StatusCode::OK,
+                [(http::header::CONTENT_TYPE, "application/json")],
+                json,
+            )
+                .into_response());
+        }
+    }
     let (obj, rev) = load(ctx, r, namespace, name).await?;
     if render.table {
         let meta = json!({ "resourceVersion": rev.to_string() });
@@ -1130,7 +1153,8 @@ async fn create(
     };
     // The answer is the stored JSON with its resourceVersion spliced in, when the stored
     // form is the served one: the object is not written out a second time.
-    if let Some(json) = stored.and_then(|b| crate::watch_cache::stamp_revision(b, rev)) {
+    if let Some(mut json) = stored.and_then(|b| crate::watch_cache::stamp_revision(b, rev)) {
+        json.push(b'\n');
         let resp = (
             StatusCode::CREATED,
             [(http::header::CONTENT_TYPE, "application/json")],

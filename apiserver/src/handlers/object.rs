@@ -428,9 +428,10 @@ pub(crate) fn prepare_for_update(
     }
 }
 
-/// Serialises an object for storage (without resourceVersion).
+/// Serialises an object for storage (without resourceVersion), fields in Go's struct order
+/// (`codec::go_json`): reads that serve the stored bytes answer as upstream writes them.
 pub(crate) fn encode(obj: &Map<String, Value>) -> Result<Vec<u8>> {
-    serde_json::to_vec(obj).map_err(|e| ApiError::Internal(format!("encoding object: {e}")))
+    Ok(crate::codec::go_json::object_to_vec(obj))
 }
 
 /// Decodes a stored object and stamps it with its resourceVersion.

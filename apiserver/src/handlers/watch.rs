@@ -27,9 +27,15 @@ const PULL: usize = 512;
 /// When no `timeoutSeconds` is given (upstream picks 30–60 min around min-request-timeout).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 
+/// A watch event line as upstream writes it: `{"type":…,"object":…}` (the object in Go's
+/// field order), a newline.
 fn event(kind: &str, obj: &Map<String, Value>) -> Bytes {
-    let mut line = serde_json::to_vec(&json!({ "type": kind, "object": obj })).unwrap_or_default();
-    line.push(b'\n');
+    let mut line = Vec::with_capacity(256);
+    line.extend_from_slice(b"{\"type\":");
+    let _ = serde_json::to_writer(&mut line, kind);
+    line.extend_from_slice(b",\"object\":");
+    line.extend_from_slice(&crate::codec::go_json::object_to_vec(obj));
+    line.extend_from_slice(b"}\n");
     Bytes::from(line)
 }
 

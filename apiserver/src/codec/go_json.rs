@@ -1,0 +1,377 @@
+//! JSON in Go's field order: kube-apiserver writes built-in objects with `encoding/json`,
+//! which emits struct fields in declaration order (`{"kind":…,"apiVersion":…,"metadata":
+//! {"name":…,"namespace":…,"uid":…,…},"spec":…,"status":…}`), map keys sorted.
+//!
+//! The order comes from the same schema the protobuf decoder uses: the `generated.proto`
+//! files declare each message's fields in its Go struct's order (their numbers are not),
+//! `json_fields.txt` says which fields are inlined and which JSON names differ. A plan per
+//! message (JSON key → rank, and what the value is) is built once; writing an object sorts
+//! only the keys it has by rank, so the cost is close to writing a sorted map. Kinds without
+//! a message (custom resources: upstream's unstructured maps) keep sorted keys, as upstream.
+//! `TypeMeta` (`kind`, `apiVersion`) is first, as the inline first field of every kind.
+//! Keys the schema does not know come last, sorted.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use prost_reflect::{Kind, MessageDescriptor};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::{Map, Value};
+
+use super::protobuf::{Schema, schema};
+
+/// Message types whose JSON is not an object of their fields.
+const OPAQUE: &[&str] = &[
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Time",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Duration",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Verbs",
+    "k8s.io.apimachinery.pkg.api.resource.Quantity",
+    "k8s.io.apimachinery.pkg.util.intstr.IntOrString",
+];
+/// An embedded object typed by its own `apiVersion` and `kind`.
+const RAW_EXTENSION: &str = "k8s.io.apimachinery.pkg.runtime.RawExtension";
+
+/// What a field's value is.
+#[derive(Debug, Clone, Copy)]
+enum Child {
+    /// Written as it is (scalars, times, quantities, maps of scalars).
+    Opaque,
+    /// An object of message `plans[i]` (or a list of them).
+    Message(usize),
+    /// A map whose values are objects of message `plans[i]`.
+    MapOf(usize),
+    /// An embedded object (`RawExtension`), typed by its own `apiVersion`/`kind`.
+    Embedded,
+}
+
+/// One message's JSON keys: rank and value kind.
+#[derive(Debug, Default)]
+struct Plan {
+    fields: HashMap<String, (u32, Child)>,
+}
+
+struct Plans {
+    plans: Vec<Plan>,
+    by_name: HashMap<String, usize>,
+}
+
+fn plans() -> Option<&'static Plans> {
+    static PLANS: OnceLock<Option<Plans>> = OnceLock::new();
+    PLANS
+        .get_or_init(|| {
+            let schema = schema().ok()?;
+            let names: Vec<String> = schema
+                .pool
+                .all_messages()
+                .map(|m| m.full_name().to_owned())
+                .collect();
+            let by_name: HashMap<String, usize> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i))
+                .collect();
+            let plans = names
+                .iter()
+                .map(|n| match schema.pool.get_message_by_name(n) {
+                    Some(m) => build(schema, &by_name, &m),
+                    None => Plan::default(),
+                })
+                .collect();
+            Some(Plans { plans, by_name })
+        })
+        .as_ref()
+}
+
+fn child_of(by_name: &HashMap<String, usize>, m: &MessageDescriptor) -> Child {
+    let name = m.full_name();
+    if name == RAW_EXTENSION {
+        Child::Embedded
+    } else if OPAQUE.contains(&name) || name.ends_with(".ExtraValue") {
+        Child::Opaque
+    } else {
+        by_name
+            .get(name)
+            .map_or(Child::Opaque, |i| Child::Message(*i))
+    }
+}
+
+fn build(schema: &Schema, by_name: &HashMap<String, usize>, m: &MessageDescriptor) -> Plan {
+    let mut plan = Plan::default();
+    let mut rank = 0u32;
+    if m.get_field_by_name("kind").is_none() {
+        plan.fields.insert("kind".into(), (0, Child::Opaque));
+        plan.fields.insert("apiVersion".into(), (1, Child::Opaque));
+        rank = 2;
+    }
+    add_fields(schema, by_name, m, &mut plan, &mut rank, 0);
+    plan
+}
+
+/// Adds `m`'s fields in declaration order, an inlined struct's fields at its place.
+fn add_fields(
+    schema: &Schema,
+    by_name: &HashMap<String, usize>,
+    m: &MessageDescriptor,
+    plan: &mut Plan,
+    rank: &mut u32,
+    depth: usize,
+) {
+    let rules = schema.rules.get(m.full_name());
+    // The descriptor's own field list is in declaration order (`fields()` is by number).
+    let declared: Vec<u32> = m
+        .descriptor_proto()
+        .field
+        .iter()
+        .filter_map(|f| f.number.and_then(|n| u32::try_from(n).ok()))
+        .collect();
+    for fd in declared.into_iter().filter_map(|n| m.get_field(n)) {
+        let rule = rules.and_then(|r| r.get(&fd.number()));
+        if let (Some(r), Kind::Message(inner)) = (rule, fd.kind())
+            && r.inline
+            && depth < 4
+        {
+            add_fields(schema, by_name, &inner, plan, rank, depth + 1);
+            continue;
+        }
+        let name = rule
+            .and_then(|r| r.json_name.clone())
+            .unwrap_or_else(|| fd.name().to_owned());
+        let child = match fd.kind() {
+            Kind::Message(entry) if fd.is_map() => match entry.map_entry_value_field().kind() {
+                Kind::Message(v) => match child_of(by_name, &v) {
+                    Child::Message(i) => Child::MapOf(i),
+                    _ => Child::Opaque,
+                },
+                _ => Child::Opaque,
+            },
+            Kind::Message(inner) => child_of(by_name, &inner),
+            _ => Child::Opaque,
+        };
+        plan.fields.entry(name).or_insert((*rank, child));
+        *rank += 1;
+    }
+}
+
+/// The plan of the kind `obj` names, if the schema has it.
+fn plan_for(plans: &Plans, obj: &Map<String, Value>) -> Option<usize> {
+    let api_version = obj.get("apiVersion")?.as_str()?;
+    let kind = obj.get("kind")?.as_str()?;
+    let schema = schema().ok()?;
+    let m = schema.message_for(api_version, kind)?;
+    plans.by_name.get(m.full_name()).copied()
+}
+
+/// A value written with its plan.
+struct Go<'a> {
+    value: &'a Value,
+    child: Child,
+    plans: &'a Plans,
+}
+
+impl Serialize for Go<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match (self.value, self.child) {
+            (Value::Array(items), Child::Message(_) | Child::Embedded) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&Go {
+                        value: item,
+                        child: self.child,
+                        plans: self.plans,
+                    })?;
+                }
+                seq.end()
+            }
+            (Value::Object(m), Child::Message(i)) => ordered(s, m, i, self.plans),
+            (Value::Object(m), Child::Embedded) => match plan_for(self.plans, m) {
+                Some(i) => ordered(s, m, i, self.plans),
+                None => m.serialize(s),
+            },
+            (Value::Object(m), Child::MapOf(i)) => {
+                let mut map = s.serialize_map(Some(m.len()))?;
+                for (k, v) in m {
+                    map.serialize_entry(
+                        k,
+                        &Go {
+                            value: v,
+                            child: Child::Message(i),
+                            plans: self.plans,
+                        },
+                    )?;
+                }
+                map.end()
+            }
+            (v, _) => v.serialize(s),
+        }
+    }
+}
+
+fn ordered<S: Serializer>(
+    s: S,
+    m: &Map<String, Value>,
+    plan: usize,
+    plans: &Plans,
+) -> Result<S::Ok, S::Error> {
+    let fields = &plans.plans[plan].fields;
+    let mut keys: Vec<(u32, &String, &Value, Child)> = m
+        .iter()
+        .map(|(k, v)| {
+            let (rank, child) = fields.get(k).copied().unwrap_or((u32::MAX, Child::Opaque));
+            (rank, k, v, child)
+        })
+        .collect();
+    // Stable: unknown keys keep the map's sorted order, after the known ones.
+    keys.sort_by_key(|k| k.0);
+    let mut map = s.serialize_map(Some(keys.len()))?;
+    for (_, k, v, child) in keys {
+        map.serialize_entry(
+            k,
+            &Go {
+                value: v,
+                child,
+                plans,
+            },
+        )?;
+    }
+    map.end()
+}
+
+/// Writes `value` (an object of a built-in kind, a list, a Status, a Table…) as Go writes
+/// its type; anything else with sorted keys.
+pub fn to_writer(out: &mut Vec<u8>, value: &Value) {
+    let written = match plans() {
+        Some(plans) => serde_json::to_writer(
+            &mut *out,
+            &Go {
+                value,
+                child: Child::Embedded,
+                plans,
+            },
+        ),
+        None => serde_json::to_writer(&mut *out, value),
+    };
+    if let Err(e) = written {
+        tracing::warn!(err = %e, "encoding a response");
+    }
+}
+
+/// [`to_writer`] indented by two spaces, as Go's `json.MarshalIndent(v, "", "  ")`.
+pub fn to_vec_pretty(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1024);
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"  ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
+    let written = match plans() {
+        Some(plans) => Go {
+            value,
+            child: Child::Embedded,
+            plans,
+        }
+        .serialize(&mut ser),
+        None => value.serialize(&mut ser),
+    };
+    if let Err(e) = written {
+        tracing::warn!(err = %e, "encoding a response");
+    }
+    out
+}
+
+/// [`to_writer`] into a new buffer.
+pub fn to_vec(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    to_writer(&mut out, value);
+    out
+}
+
+/// [`to_vec`] of an object.
+pub fn object_to_vec(obj: &Map<String, Value>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    match plans() {
+        Some(plans) => {
+            let go = GoObject { obj, plans };
+            if let Err(e) = serde_json::to_writer(&mut out, &go) {
+                tracing::warn!(err = %e, "encoding an object");
+            }
+        }
+        None => {
+            let _ = serde_json::to_writer(&mut out, obj);
+        }
+    }
+    out
+}
+
+struct GoObject<'a> {
+    obj: &'a Map<String, Value>,
+    plans: &'a Plans,
+}
+
+impl Serialize for GoObject<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match plan_for(self.plans, self.obj) {
+            Some(i) => ordered(s, self.obj, i, self.plans),
+            None => self.obj.serialize(s),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn go(v: &Value) -> String {
+        String::from_utf8(to_vec(v)).unwrap()
+    }
+
+    #[test]
+    fn built_in_kinds_in_struct_order() {
+        let svc = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"uid": "u", "resourceVersion": "5", "namespace": "default", "name": "web",
+                "creationTimestamp": "2024-01-01T00:00:00Z", "labels": {"b": "2", "a": "1"}},
+            "spec": {"type": "ClusterIP", "ports": [{"targetPort": 80, "protocol": "TCP", "port": 80, "name": "http"}],
+                "clusterIP": "10.0.0.1", "selector": {"app": "web"}},
+            "status": {"loadBalancer": {}}});
+        assert_eq!(
+            go(&svc),
+            r#"{"kind":"Service","apiVersion":"v1","metadata":{"name":"web","namespace":"default","uid":"u","resourceVersion":"5","creationTimestamp":"2024-01-01T00:00:00Z","labels":{"a":"1","b":"2"}},"spec":{"ports":[{"name":"http","protocol":"TCP","port":80,"targetPort":80}],"selector":{"app":"web"},"clusterIP":"10.0.0.1","type":"ClusterIP"},"status":{"loadBalancer":{}}}"#
+        );
+    }
+
+    #[test]
+    fn status_lists_and_unknown_kinds() {
+        let status = json!({"apiVersion": "v1", "kind": "Status", "code": 409,
+            "details": {"kind": "services", "name": "web"}, "message": "m",
+            "metadata": {}, "reason": "AlreadyExists", "status": "Failure"});
+        assert_eq!(
+            go(&status),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"m","reason":"AlreadyExists","details":{"name":"web","kind":"services"},"code":409}"#
+        );
+        let list = json!({"apiVersion": "v1", "kind": "ConfigMapList",
+            "items": [{"data": {"k": "v"}, "metadata": {"name": "c"}}],
+            "metadata": {"resourceVersion": "3"}});
+        assert_eq!(
+            go(&list),
+            r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"3"},"items":[{"metadata":{"name":"c"},"data":{"k":"v"}}]}"#
+        );
+        let custom =
+            json!({"kind": "Widget", "apiVersion": "example.com/v1", "spec": {"b": 1, "a": 2}});
+        assert_eq!(
+            go(&custom),
+            r#"{"apiVersion":"example.com/v1","kind":"Widget","spec":{"a":2,"b":1}}"#
+        );
+    }
+
+    #[test]
+    fn pod_templates_and_embedded_objects() {
+        let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d"},
+            "spec": {"template": {"spec": {"containers": [{"image": "nginx", "name": "c",
+                "resources": {"limits": {"cpu": "1"}}}]}, "metadata": {"labels": {"a": "b"}}},
+                "selector": {"matchLabels": {"a": "b"}}, "replicas": 1}});
+        assert_eq!(
+            go(&deploy),
+            r#"{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"d"},"spec":{"replicas":1,"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"nginx","resources":{"limits":{"cpu":"1"}}}]}}}}"#
+        );
+    }
+}
