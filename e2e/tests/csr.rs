@@ -489,3 +489,78 @@ fn node_client_requests_are_auto_approved() {
     assert!(pending["status"]["conditions"].is_null(), "{pending}");
     assert!(ok(&s, &["get", "csr", "dave-n8"]).contains("Pending"));
 }
+
+/// The same flow from kube-rs: create, `patch_approval` (the `approval` subresource), read
+/// the issued certificate, then authenticate a kube-rs client with it (SelfSubjectReview).
+#[tokio::test(flavor = "multi_thread")]
+async fn kube_rs_creates_approves_and_authenticates() {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+
+    let (dir, s) = cluster();
+    let config = |path: &Path| {
+        let kc = Kubeconfig::read_from(path).expect("kubeconfig");
+        async move {
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .expect("config")
+        }
+    };
+    let admin = kube::Client::try_from(config(&s.kubeconfig).await).expect("client");
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin);
+    let (key, request) = key_and_request("frank", &["ops"]);
+    let csr: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "frank"},
+        "spec": {
+            "request": B64.encode(&request),
+            "signerName": "kubernetes.io/kube-apiserver-client",
+            "expirationSeconds": 7200,
+            "usages": ["client auth"],
+        }
+    }))
+    .expect("csr");
+    let created = csrs
+        .create(&PostParams::default(), &csr)
+        .await
+        .expect("create");
+    assert_eq!(created.spec.username.as_deref(), Some("kubernetes-admin"));
+    let approval = serde_json::json!({"status": {"conditions": [{
+        "type": "Approved", "status": "True", "reason": "KubeRs", "message": "approved by kube-rs"}]}});
+    let approved = csrs
+        .patch_approval("frank", &PatchParams::default(), &Patch::Merge(&approval))
+        .await
+        .expect("approve");
+    let condition = &approved
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()[0];
+    assert_eq!(condition.reason.as_deref(), Some("KubeRs"));
+    assert!(condition.last_update_time.is_some());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let cert = loop {
+        let got = csrs.get_approval("frank").await.expect("get");
+        if let Some(c) = got.status.and_then(|s| s.certificate) {
+            break c.0;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no certificate issued"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    let frank = kubeconfig_with_cert(&s, dir.path(), &cert, &key);
+    let client = kube::Client::try_from(config(&frank).await).expect("client");
+    let review: SelfSubjectReview = serde_json::from_value(serde_json::json!({})).expect("review");
+    let me = Api::<SelfSubjectReview>::all(client)
+        .create(&PostParams::default(), &review)
+        .await
+        .expect("self subject review");
+    let user = me.status.and_then(|s| s.user_info).expect("user info");
+    assert_eq!(user.username.as_deref(), Some("frank"));
+    assert_eq!(
+        user.groups,
+        Some(vec!["ops".to_owned(), "system:authenticated".to_owned()])
+    );
+}
