@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::autoscaling::v2::{HPAScalingRules, HorizontalPodAutoscaler, MetricSpec};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::reflector::Store;
 use serde_json::{Value, json};
@@ -220,9 +220,12 @@ fn resource_replicas(
             return Err(format!("missing request for {resource}"));
         }
         // Upstream's integer arithmetic on milli-units.
-        let (usage_m, request_m) = ((total_usage * 1000.0).round() as i64, (total_request * 1000.0).round() as i64);
+        let (usage_m, request_m) = (
+            (total_usage * 1000.0).round() as i64,
+            (total_request * 1000.0).round() as i64,
+        );
         let util = usage_m * 100 / request_m.max(1);
-        let ratio = (total_usage / total_request * 100.0) / f64::from(target);
+        let ratio = util as f64 / f64::from(target);
         (
             ratio,
             json!({ "averageUtilization": util, "averageValue": milli_quantity(total_usage / count) }),
@@ -230,7 +233,8 @@ fn resource_replicas(
         )
     } else {
         let target = average_value.unwrap_or(1.0).max(f64::MIN_POSITIVE);
-        let ratio = (total_usage / count) / target;
+        let usage_m = (total_usage * 1000.0).round();
+        let ratio = usage_m / ((target * 1000.0).round().max(1.0) * count);
         (
             ratio,
             json!({ "averageValue": milli_quantity(total_usage / count) }),
@@ -241,20 +245,25 @@ fn resource_replicas(
         json!({ "type": "Resource", "resource": { "name": resource, "current": status_current } });
     // Pods without metrics: assumed at 0 % when scaling up, at the target when scaling down
     // (upstream's rebalance), then the ratio is recomputed over all pods.
-    let ratio = if missing > 0 && (ratio - 1.0).abs() > TOLERANCE {
+    let replicas = if (ratio - 1.0).abs() <= TOLERANCE {
+        current
+    } else if missing == 0 {
+        (ratio * count).ceil() as i32
+    } else {
+        // Pods without metrics: assumed at 0 % when scaling up, at the target when scaling
+        // down (upstream's rebalance); no change when that flips the direction or lands
+        // within the tolerance.
         let n = live.len() as f64;
-        if ratio > 1.0 {
+        let rebalanced = if ratio > 1.0 {
             ratio * count / n
         } else {
             (ratio * count + missing as f64) / n
+        };
+        if (rebalanced - 1.0).abs() <= TOLERANCE || (rebalanced > 1.0) != (ratio > 1.0) {
+            current
+        } else {
+            (rebalanced * n).ceil() as i32
         }
-    } else {
-        ratio
-    };
-    let replicas = if (ratio - 1.0).abs() <= TOLERANCE {
-        current
-    } else {
-        (ratio * live.len() as f64).ceil() as i32
     };
     Ok(Proposal {
         replicas,
@@ -551,13 +560,17 @@ async fn write_status(
     let ns = hpa.metadata.namespace.clone().unwrap_or_default();
     let name = hpa.metadata.name.clone().unwrap_or_default();
     let api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);
-    api.patch_status(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "status": status })),
-    )
-    .await
-    .map_err(ReconcileError::Kube)?;
+    // Upstream's role allows `update` of the status only: the whole object is PUT, with its
+    // resourceVersion (a conflict is retried on the next sync).
+    let mut updated = hpa.clone();
+    updated.status = Some(
+        serde_json::from_value(status)
+            .map_err(|e| ReconcileError::Kube(kube::Error::SerdeError(e)))?,
+    );
+    updated.metadata.managed_fields = None;
+    api.replace_status(&name, &PostParams::default(), &updated)
+        .await
+        .map_err(ReconcileError::Kube)?;
     Ok(())
 }
 
@@ -785,12 +798,10 @@ async fn sync(
         } else {
             "All metrics below target".to_owned()
         };
+        let mut rescaled = scale.clone();
+        rescaled.spec.get_or_insert_with(Default::default).replicas = Some(norm.replicas);
         match api
-            .patch_scale(
-                &target_name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "spec": { "replicas": norm.replicas } })),
-            )
+            .replace_scale(&target_name, &PostParams::default(), &rescaled)
             .await
         {
             Ok(_) => {
@@ -862,11 +873,19 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
     let hpas = ctx
         .informers
         .watch::<HorizontalPodAutoscaler>(
-            Box::new(move |_old, new: Option<&HorizontalPodAutoscaler>| {
-                if let Some(h) = new {
-                    q.add(informer::key(h));
-                }
-            }),
+            // New HPAs and spec changes are evaluated at once; each HPA is otherwise
+            // evaluated once per sync period (its own status writes do not requeue it, as
+            // upstream's rate limiter of one resync period).
+            Box::new(
+                move |old: Option<&HorizontalPodAutoscaler>,
+                      new: Option<&HorizontalPodAutoscaler>| {
+                    if let Some(h) = new
+                        && old.is_none_or(|o| o.metadata.generation != h.metadata.generation)
+                    {
+                        q.add(informer::key(h));
+                    }
+                },
+            ),
             &shutdown,
         )
         .await;

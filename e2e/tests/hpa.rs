@@ -1,0 +1,259 @@
+//! The HorizontalPodAutoscaler controller against the metrics API (through the aggregator):
+//! `kubectl autoscale deployment web --cpu-percent=50 --min=1 --max=10` scales up when the
+//! test raises the pods' simulated usage (the `metrics.capstan.io/cpu` annotation) and back
+//! down after the down-scale stabilization window, shortened for the test by
+//! `--horizontal-pod-autoscaler-downscale-stabilization` (and the sync period by
+//! `--horizontal-pod-autoscaler-sync-period`).
+
+use e2e::ServerProcess;
+use e2e::cli::{apply, json, ok, wait_for};
+use serde_json::Value;
+
+const WEB: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+spec:
+  replicas: 1
+  selector:
+    matchLabels: { app: web }
+  template:
+    metadata:
+      labels: { app: web }
+    spec:
+      containers:
+      - name: nginx
+        image: nginx
+        resources:
+          requests: { cpu: 200m, memory: 64Mi }
+"#;
+
+/// The HPA's condition `kind`: (status, reason, message).
+fn condition(hpa: &Value, kind: &str) -> Option<(String, String, String)> {
+    let c = hpa["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)?;
+    Some((
+        c["status"].as_str()?.to_owned(),
+        c["reason"].as_str()?.to_owned(),
+        c["message"].as_str()?.to_owned(),
+    ))
+}
+
+/// Annotates every running `web` pod with a CPU usage.
+fn set_usage(s: &ServerProcess, cpu: &str) {
+    ok(
+        s,
+        &[
+            "annotate",
+            "pods",
+            "-l",
+            "app=web",
+            "--overwrite",
+            &format!("metrics.capstan.io/cpu={cpu}"),
+        ],
+    );
+}
+
+#[test]
+fn kubectl_autoscale_scales_a_deployment_up_on_load_and_down_after_the_window() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_cluster(
+        &dir.path().join("data"),
+        &[
+            "--horizontal-pod-autoscaler-sync-period=2s",
+            "--horizontal-pod-autoscaler-downscale-stabilization=10s",
+        ],
+    )
+    .expect("server starts");
+    apply(&s, WEB);
+    wait_for(&s, 60, "metrics for web", || {
+        let (done, out, _) = s
+            .kubectl(&["top", "pods", "-l", "app=web"])
+            .expect("kubectl");
+        (done && out.lines().count() == 2).then_some(())
+    });
+
+    let out = ok(
+        &s,
+        &[
+            "autoscale",
+            "deployment",
+            "web",
+            "--cpu-percent=50",
+            "--min=1",
+            "--max=10",
+        ],
+    );
+    assert!(
+        out.contains("horizontalpodautoscaler.autoscaling/web autoscaled"),
+        "{out}"
+    );
+
+    // Idle at half the request = 50 %: within the tolerance, one replica, metric valid.
+    let hpa = wait_for(&s, 30, "the HPA's first evaluation", || {
+        let hpa = json(&s, &["get", "hpa", "web", "-o", "json"]);
+        condition(&hpa, "ScalingActive")
+            .filter(|c| c.0 == "True")
+            .map(|_| hpa)
+    });
+    assert_eq!(
+        condition(&hpa, "ScalingActive").map(|c| c.2),
+        Some("the HPA was able to successfully calculate a replica count from cpu resource utilization (percentage of request)".to_owned())
+    );
+    assert_eq!(
+        hpa["status"]["currentMetrics"][0]["resource"]["current"]["averageUtilization"],
+        50
+    );
+    assert_eq!(hpa["status"]["desiredReplicas"], 1);
+    let table = ok(&s, &["get", "hpa", "web"]);
+    assert!(table.contains("cpu: 50%/50%"), "{table}");
+
+    // Load: 300m of a 200m request = 150 % against 50 %: three times the pods.
+    set_usage(&s, "300m");
+    let hpa = wait_for(&s, 60, "scale up to 3", || {
+        let hpa = json(&s, &["get", "hpa", "web", "-o", "json"]);
+        (hpa["status"]["desiredReplicas"].as_i64() >= Some(3)).then_some(hpa)
+    });
+    assert!(hpa["status"]["lastScaleTime"].is_string(), "{hpa}");
+    let d = json(&s, &["get", "deployment", "web", "-o", "json"]);
+    assert!(d["spec"]["replicas"].as_i64() >= Some(3), "{d}");
+    let events = ok(
+        &s,
+        &[
+            "get",
+            "events",
+            "--field-selector=involvedObject.name=web,involvedObject.kind=HorizontalPodAutoscaler",
+        ],
+    );
+    assert!(
+        events.contains("SuccessfulRescale")
+            && events.contains(
+                "New size: 3; reason: cpu resource utilization (percentage of request) above target"
+            ),
+        "{events}"
+    );
+
+    // The new pods idle at 50 %, the old one at 150 %: average 83 % → still above target
+    // (5 replicas), limited to max 10 only if it kept growing; set all pods high to hit max.
+    wait_for(&s, 60, "three running web pods", || {
+        let out = ok(
+            &s,
+            &[
+                "get",
+                "pods",
+                "-l",
+                "app=web",
+                "--field-selector=status.phase=Running",
+                "-o",
+                "name",
+            ],
+        );
+        (out.lines().count() >= 3).then_some(())
+    });
+    set_usage(&s, "2");
+    let hpa = wait_for(&s, 60, "scale up limited to max 10", || {
+        let hpa = json(&s, &["get", "hpa", "web", "-o", "json"]);
+        (hpa["status"]["desiredReplicas"] == 10).then_some(hpa)
+    });
+    let limited = condition(&hpa, "ScalingLimited").expect("ScalingLimited");
+    assert_eq!(limited.0, "True", "{limited:?}");
+    assert!(
+        limited.1 == "TooManyReplicas" || limited.1 == "ScaleUpLimit",
+        "{limited:?}"
+    );
+
+    // Load gone: the recommendation drops at once, the scale only after the window.
+    wait_for(&s, 90, "ten running web pods", || {
+        let out = ok(
+            &s,
+            &[
+                "get",
+                "pods",
+                "-l",
+                "app=web",
+                "--field-selector=status.phase=Running",
+                "-o",
+                "name",
+            ],
+        );
+        (out.lines().count() >= 10).then_some(())
+    });
+    // Idle to nothing: 0 replicas proposed, held at the minimum.
+    set_usage(&s, "0");
+    let stabilized = wait_for(&s, 30, "down-scale stabilized", || {
+        let hpa = json(&s, &["get", "hpa", "web", "-o", "json"]);
+        condition(&hpa, "AbleToScale").filter(|c| c.1 == "ScaleDownStabilized")
+    });
+    assert_eq!(stabilized.0, "True");
+    let d = json(&s, &["get", "deployment", "web", "-o", "json"]);
+    assert_eq!(d["spec"]["replicas"], 10, "not before the window");
+    let hpa = wait_for(&s, 90, "scale down to the minimum", || {
+        let hpa = json(&s, &["get", "hpa", "web", "-o", "json"]);
+        (hpa["status"]["desiredReplicas"] == 1).then_some(hpa)
+    });
+    let limited = condition(&hpa, "ScalingLimited").expect("ScalingLimited");
+    assert_eq!(
+        (limited.0.as_str(), limited.1.as_str()),
+        ("True", "TooFewReplicas"),
+        "{limited:?}"
+    );
+    let events = ok(
+        &s,
+        &[
+            "get",
+            "events",
+            "--field-selector=involvedObject.name=web,involvedObject.kind=HorizontalPodAutoscaler",
+        ],
+    );
+    assert!(
+        events.contains("New size: 1; reason: All metrics below target"),
+        "{events}"
+    );
+}
+
+#[test]
+fn an_hpa_without_metrics_or_target_reports_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_cluster(
+        &dir.path().join("data"),
+        &["--horizontal-pod-autoscaler-sync-period=2s"],
+    )
+    .expect("server starts");
+    ok(&s, &["create", "deployment", "norequests", "--image=nginx"]);
+    ok(
+        &s,
+        &[
+            "autoscale",
+            "deployment",
+            "norequests",
+            "--cpu-percent=50",
+            "--max=3",
+        ],
+    );
+    let hpa = wait_for(&s, 60, "ScalingActive False", || {
+        let hpa = json(&s, &["get", "hpa", "norequests", "-o", "json"]);
+        condition(&hpa, "ScalingActive")
+            .filter(|c| c.0 == "False")
+            .map(|c| (hpa, c))
+    });
+    assert_eq!(hpa.1.1, "FailedGetResourceMetric", "{:?}", hpa.1);
+    assert!(hpa.1.2.contains("missing request for cpu"), "{:?}", hpa.1);
+
+    apply(
+        &s,
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: ghost\n  namespace: default\nspec:\n  scaleTargetRef: { apiVersion: apps/v1, kind: Deployment, name: ghost }\n  maxReplicas: 3\n",
+    );
+    let able = wait_for(&s, 30, "AbleToScale False", || {
+        let hpa = json(&s, &["get", "hpa", "ghost", "-o", "json"]);
+        condition(&hpa, "AbleToScale").filter(|c| c.0 == "False")
+    });
+    assert_eq!(able.1, "FailedGetScale");
+    assert!(
+        able.2
+            .starts_with("the HPA controller was unable to get the target's current scale"),
+        "{able:?}"
+    );
+}
