@@ -322,6 +322,29 @@ spec:
     let table = ok(&s, &["get", "pod", "crash"]);
     assert!(table.contains("CrashLoopBackOff"), "{table}");
     assert_eq!(ok(&s, &["logs", "crash", "--previous"]), "crashing\n");
+
+    // A command that does not exist: StartError (exit 128) with the reason, as containerd.
+    apply(
+        &s,
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: missing}
+spec:
+  restartPolicy: Never
+  containers: [{name: c, image: busybox, command: [no-such-command-capstan]}]
+"#,
+    );
+    wait_phase(&s, "missing", "Failed", 60);
+    let p = json(&s, &["get", "pod", "missing", "-o", "json"]);
+    let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(t["reason"], "StartError", "{t}");
+    assert_eq!(t["exitCode"], 128, "{t}");
+    assert!(
+        t["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("executable file not found")),
+        "{t}"
+    );
 }
 
 #[test]

@@ -433,6 +433,23 @@ impl Driver {
                 "no command: Capstan's process runtime does not read images, so the container needs `command` or `args`".into(),
             ));
         }
+        let path_var = environment
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or("", |(_, v)| v.as_str());
+        let mounted = |p: &str| {
+            spec_c
+                .volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| p.starts_with(m.mount_path.as_str()))
+        };
+        if !mounted(&argv[0]) && !executable_exists(&argv[0], path_var) {
+            return Err(StartError::Start(format!(
+                "exec: {:?}: executable file not found in $PATH (the process runtime runs the host's binaries)",
+                argv[0]
+            )));
+        }
         let mut mounts = Vec::new();
         for m in spec_c.volume_mounts.iter().flatten() {
             let Some(source) = self.volumes.get(&m.name) else {
@@ -648,6 +665,24 @@ enum StartError {
     Start(String),
 }
 
+/// Whether `argv0` names an executable of the host root (the container's root), looked up
+/// in `path` when it has no slash, as `execvp`. Relative paths with a slash are left to
+/// the process.
+fn executable_exists(argv0: &str, path: &str) -> bool {
+    let is_exec = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if argv0.starts_with('/') {
+        return is_exec(std::path::Path::new(argv0));
+    }
+    if argv0.contains('/') {
+        return true;
+    }
+    path.split(':')
+        .filter(|d| d.starts_with('/'))
+        .any(|d| is_exec(&std::path::Path::new(d).join(argv0)))
+}
+
 fn clamp_id(v: i64) -> u32 {
     u32::try_from(v).unwrap_or(DEFAULT_UID)
 }
@@ -705,6 +740,14 @@ async fn log_tail(path: &std::path::Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_are_looked_up_in_path_as_execvp_does() {
+        assert!(executable_exists("sh", "/usr/bin:/bin"));
+        assert!(executable_exists("/bin/sh", ""));
+        assert!(!executable_exists("no-such-command-here", "/usr/bin:/bin"));
+        assert!(!executable_exists("/proc/version", ""));
+    }
 
     #[test]
     fn containers_run_unprivileged_unless_the_pod_says_otherwise() {
