@@ -447,3 +447,56 @@ spec:
         "{events}"
     );
 }
+
+#[test]
+fn init_containers_volumes_env_and_users_are_as_the_pod_says() {
+    let (_dir, s) = process_cluster();
+    ok(
+        &s,
+        &["create", "configmap", "cfg", "--from-literal=greeting=hi"],
+    );
+    ok(
+        &s,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "sec",
+            "--from-literal=pw=s3cret",
+        ],
+    );
+    apply(
+        &s,
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: init, labels: {app: demo}}
+spec:
+  restartPolicy: Never
+  securityContext: {runAsUser: 1000, fsGroup: 2000}
+  initContainers:
+  - name: prep
+    image: busybox
+    command: [sh, -c, "echo prepared > /work/state"]
+    volumeMounts: [{name: work, mountPath: /work}]
+  containers:
+  - name: main
+    image: busybox
+    workingDir: /work
+    command: [sh, -c, "cat state; cat /etc/cfg/greeting; echo; echo $PW $greeting $POD $APP; id -u; pwd"]
+    env:
+    - {name: PW, valueFrom: {secretKeyRef: {name: sec, key: pw}}}
+    - {name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: APP, valueFrom: {fieldRef: {fieldPath: "metadata.labels['app']"}}}
+    envFrom: [{configMapRef: {name: cfg}}]
+    volumeMounts: [{name: work, mountPath: /work}, {name: cfg, mountPath: /etc/cfg}]
+  volumes:
+  - {name: work, emptyDir: {}}
+  - {name: cfg, configMap: {name: cfg}}
+"#,
+    );
+    wait_phase(&s, "init", "Succeeded", 60);
+    assert_eq!(
+        ok(&s, &["logs", "init", "-c", "main"]),
+        "prepared\nhi\ns3cret hi init demo\n1000\n/work\n"
+    );
+}
