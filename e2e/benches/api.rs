@@ -56,9 +56,17 @@
 //!    plain runs (the first on a store with fewer pods, the last on one with more), printed
 //!    beside the hooked throughput and their ratio.
 //!
+//! 9. **aggregation**: on a fresh bare server, an extension API server (served by the bench
+//!    process like the webhook of step 8, answering every GET with one small object) is
+//!    registered by a Service, an EndpointSlice to 127.0.0.1 and an APIService
+//!    (`insecureSkipTLSVerify`); once a GET of its object answers 200, one connection GETs it
+//!    back to back through the aggregator for 3 s, then GETs a ConfigMap directly for 3 s.
+//!    p50/p99 of each: the difference is the aggregator's proxying (authentication,
+//!    authorization and the second TLS hop included).
+//!
 //! `CAPSTAN_BENCH_STEPS` (comma-separated, default: all) runs only some steps, to iterate
 //! faster: `create` (1 and 2), `list` (3), `watch` (4), `rss` (5 and 6), `crd` (7),
-//! `admission` (8); rows not run print
+//! `admission` (8), `aggregation` (9); rows not run print
 //! `n/a`. `CAPSTAN_BENCH_KEEP=1` keeps the data directories (and server logs) afterwards.
 //!
 //! The table goes to stdout, progress lines to stderr. Client and server share two cores,
@@ -193,6 +201,14 @@ fn run() -> Result<bool> {
         eprintln!("[admission] FAILED: {e:#}");
         let log = std::fs::read_to_string(tmp.path().join("server-d.log")).unwrap_or_default();
         eprintln!("[server D] last log lines:\n{}", tail(&log, 30));
+    }
+
+    // Step 9: GETs through the aggregator and direct, on a fifth server.
+    if wanted("aggregation")
+        && let Err(e) = step_aggregation(&rt, &tmp.path().join("server-e"), &mut figures)
+    {
+        ok = false;
+        eprintln!("[aggregation] FAILED: {e:#}");
     }
 
     // Steps 6 (fresh), 5, 6 (restart) on a second data directory.
@@ -642,6 +658,116 @@ fn step_admission(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
         ),
     );
     drop(hook);
+    Ok(())
+}
+
+/// How long each GET series of step 9 runs (one connection).
+const AGG_TIME: Duration = Duration::from_secs(3);
+
+/// Step 9: GET latency through the aggregator to an extension server, and of a built-in.
+fn step_aggregation(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
+    let server = ServerProcess::start(dir)?;
+    eprintln!("[server E] ready at {} (pid {})", server.url, server.pid());
+    let api = Api::from_kubeconfig(&server.kubeconfig, port_of(&server.url)?)?;
+    let pki = server.data_dir.join("pki");
+    let thing = json!({
+        "kind": "Thing", "apiVersion": "bench.example.com/v1",
+        "metadata": { "name": "x", "namespace": "default", "resourceVersion": "1" },
+    });
+    let ext = WebhookServer::start(
+        pki.join("apiserver.crt"),
+        pki.join("apiserver.key"),
+        2,
+        move |_req| {
+            let thing = thing.clone();
+            async move { e2e::webhook_server::json_reply(&thing) }
+        },
+    )?;
+    let port = ext.port;
+    let objects = [
+        (
+            "/api/v1/namespaces/default/services",
+            json!({ "apiVersion": "v1", "kind": "Service",
+                "metadata": { "name": "bench-ext", "namespace": "default" },
+                "spec": { "ports": [{ "name": "https", "port": 443, "targetPort": port }] } }),
+        ),
+        (
+            "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+            json!({ "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": { "name": "bench-ext-1", "namespace": "default",
+                              "labels": { "kubernetes.io/service-name": "bench-ext" } },
+                "addressType": "IPv4",
+                "endpoints": [{ "addresses": ["127.0.0.1"], "conditions": { "ready": true } }],
+                "ports": [{ "name": "https", "port": port, "protocol": "TCP" }] }),
+        ),
+        (
+            "/apis/apiregistration.k8s.io/v1/apiservices",
+            json!({ "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": { "name": "v1.bench.example.com" },
+                "spec": { "group": "bench.example.com", "version": "v1",
+                          "groupPriorityMinimum": 1000, "versionPriority": 15,
+                          "insecureSkipTLSVerify": true,
+                          "service": { "name": "bench-ext", "namespace": "default", "port": 443 } } }),
+        ),
+        (
+            "/api/v1/namespaces/default/configmaps",
+            json!({ "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": "direct", "namespace": "default" }, "data": { "k": "v" } }),
+        ),
+    ];
+    let proxied = "/apis/bench.example.com/v1/namespaces/default/things/x";
+    let took = rt.block_on(async {
+        let mut c = api.connect().await?;
+        for (path, obj) in &objects {
+            c.expect(
+                Method::POST,
+                path,
+                Some(obj.to_string()),
+                StatusCode::CREATED,
+            )
+            .await?;
+        }
+        let start = Instant::now();
+        loop {
+            let (status, _) = c.call(Method::GET, proxied, None).await?;
+            if status == StatusCode::OK {
+                return Ok::<_, anyhow::Error>(start.elapsed());
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                bail!("the extension server was not reachable 30 s after its APIService: {status}");
+            }
+            tokio::time::sleep(READY_POLL).await;
+        }
+    })?;
+    eprintln!("[aggregation] extension server answering {took:?} after its APIService");
+    let series = |path: &'static str| {
+        rt.block_on(drive(
+            &api,
+            1,
+            u64::MAX,
+            AGG_TIME,
+            None,
+            move |mut c: Conn, _| async move {
+                c.expect(Method::GET, path, None, StatusCode::OK)
+                    .await
+                    .map(drop)
+            },
+        ))
+    };
+    let via = series(proxied)?;
+    eprintln!("[GET through the aggregator @1] {via}");
+    let direct = series("/api/v1/namespaces/default/configmaps/direct")?;
+    eprintln!("[GET ConfigMap direct @1] {direct}");
+    let cell = |s: &RunStats| {
+        format!(
+            "{:.2} / {:.2}",
+            s.percentile_ms(0.50),
+            s.percentile_ms(0.99)
+        )
+    };
+    figs.set_run(ROW_AGG_PROXIED, &via, cell(&via));
+    figs.set_run(ROW_AGG_DIRECT, &direct, cell(&direct));
+    drop(ext);
     Ok(())
 }
 
@@ -1573,9 +1699,11 @@ const ROW_CR_CREATE: &str = "custom resource creates/s (32 conns, 5 s or 20k)";
 const ROW_CR_RSS: &str = "RSS holding 100k 1-KiB custom resources";
 const ROW_POD_CREATE_PLAIN: &str = "pod creates/s (32 conns, 5 s or 20k), no webhooks/policies";
 const ROW_POD_CREATE_ADMISSION: &str = "  … with 1 no-op validating webhook + 1 no-op policy";
+const ROW_AGG_PROXIED: &str = "GET through the aggregator p50 / p99 ms (1 conn, 3 s)";
+const ROW_AGG_DIRECT: &str = "  direct ConfigMap GET p50 / p99 ms (1 conn, 3 s)";
 
 /// (row, kube-apiserver + etcd reference, target), in print order.
-const ROWS: [(&str, &str, &str); 15] = [
+const ROWS: [(&str, &str, &str); 17] = [
     (ROW_CREATE, "1,325/s", "≥ 5,000/s"),
     (ROW_CREATE_LAT, "– / 57", "–"),
     (ROW_GET, "2,744/s", "≥ 10,000/s"),
@@ -1591,6 +1719,8 @@ const ROWS: [(&str, &str, &str); 15] = [
     (ROW_CR_RSS, "–", "–"),
     (ROW_POD_CREATE_PLAIN, "–", "–"),
     (ROW_POD_CREATE_ADMISSION, "–", "≥ 80 % of without"),
+    (ROW_AGG_PROXIED, "–", "–"),
+    (ROW_AGG_DIRECT, "–", "–"),
 ];
 
 /// The capstan column, by row.
