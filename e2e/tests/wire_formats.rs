@@ -285,6 +285,24 @@ fn json_in_go_struct_order() {
     let want = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps \"cm\" already exists","reason":"AlreadyExists","details":{"name":"cm","kind":"configmaps"},"code":409}"#;
     assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{want}\n"));
 
+    // Strings escaped as Go's encoder escapes them.
+    let (ok, _, err) = s
+        .kubectl(&["create", "configmap", "html", "--from-literal=h=<b>&"])
+        .expect("kubectl runs");
+    assert!(ok, "{err}");
+    let a = curl(
+        &s,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/html",
+        "",
+        "e2e",
+    );
+    assert!(
+        a.body.contains(r#""data":{"h":"\u003cb\u003e\u0026"}"#),
+        "{}",
+        a.body
+    );
+
     // A list: the list's own fields first.
     let a = curl(
         &s,

@@ -9,7 +9,8 @@
 //! only the keys it has by rank, so the cost is close to writing a sorted map. Kinds without
 //! a message (custom resources: upstream's unstructured maps) keep sorted keys, as upstream.
 //! `TypeMeta` (`kind`, `apiVersion`) is first, as the inline first field of every kind.
-//! Keys the schema does not know come last, sorted.
+//! Keys the schema does not know come last, sorted. Strings are escaped as Go escapes them
+//! (`<`, `>`, `&`, U+2028, U+2029 as `\uXXXX`).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -238,19 +239,111 @@ fn ordered<S: Serializer>(
     map.end()
 }
 
+/// Go's string escaping on top of serde_json's: `encoding/json` also escapes `<`, `>`, `&`
+/// (`\u003c`, `\u003e`, `\u0026`) and U+2028/U+2029, which only occur inside strings.
+fn write_go_fragment<W: ?Sized + std::io::Write>(w: &mut W, fragment: &str) -> std::io::Result<()> {
+    let bytes = fragment.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let escape: Option<(&[u8], usize)> = match bytes[i] {
+            b'<' => Some((b"\\u003c", 1)),
+            b'>' => Some((b"\\u003e", 1)),
+            b'&' => Some((b"\\u0026", 1)),
+            0xE2 if bytes.get(i + 1) == Some(&0x80) && bytes.get(i + 2) == Some(&0xA8) => {
+                Some((b"\\u2028", 3))
+            }
+            0xE2 if bytes.get(i + 1) == Some(&0x80) && bytes.get(i + 2) == Some(&0xA9) => {
+                Some((b"\\u2029", 3))
+            }
+            _ => None,
+        };
+        match escape {
+            Some((with, len)) => {
+                w.write_all(&bytes[start..i])?;
+                w.write_all(with)?;
+                i += len;
+                start = i;
+            }
+            None => i += 1,
+        }
+    }
+    w.write_all(&bytes[start..])
+}
+
+/// serde_json's compact output with Go's string escaping.
+struct GoCompact;
+
+impl serde_json::ser::Formatter for GoCompact {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        write_go_fragment(w, fragment)
+    }
+}
+
+/// `MarshalIndent(v, "", "  ")`: serde_json's pretty output with Go's string escaping.
+struct GoPretty(serde_json::ser::PrettyFormatter<'static>);
+
+impl serde_json::ser::Formatter for GoPretty {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        write_go_fragment(w, fragment)
+    }
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
 /// Writes `value` (an object of a built-in kind, a list, a Status, a Table…) as Go writes
 /// its type; anything else with sorted keys.
 pub fn to_writer(out: &mut Vec<u8>, value: &Value) {
+    let mut ser = serde_json::Serializer::with_formatter(&mut *out, GoCompact);
     let written = match plans() {
-        Some(plans) => serde_json::to_writer(
-            &mut *out,
-            &Go {
-                value,
-                child: Child::Embedded,
-                plans,
-            },
-        ),
-        None => serde_json::to_writer(&mut *out, value),
+        Some(plans) => Go {
+            value,
+            child: Child::Embedded,
+            plans,
+        }
+        .serialize(&mut ser),
+        None => value.serialize(&mut ser),
     };
     if let Err(e) = written {
         tracing::warn!(err = %e, "encoding a response");
@@ -260,7 +353,7 @@ pub fn to_writer(out: &mut Vec<u8>, value: &Value) {
 /// [`to_writer`] indented by two spaces, as Go's `json.MarshalIndent(v, "", "  ")`.
 pub fn to_vec_pretty(value: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(1024);
-    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"  ");
+    let formatter = GoPretty(serde_json::ser::PrettyFormatter::with_indent(b"  "));
     let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
     let written = match plans() {
         Some(plans) => Go {
@@ -287,16 +380,13 @@ pub fn to_vec(value: &Value) -> Vec<u8> {
 /// [`to_vec`] of an object.
 pub fn object_to_vec(obj: &Map<String, Value>) -> Vec<u8> {
     let mut out = Vec::with_capacity(512);
-    match plans() {
-        Some(plans) => {
-            let go = GoObject { obj, plans };
-            if let Err(e) = serde_json::to_writer(&mut out, &go) {
-                tracing::warn!(err = %e, "encoding an object");
-            }
-        }
-        None => {
-            let _ = serde_json::to_writer(&mut out, obj);
-        }
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, GoCompact);
+    let written = match plans() {
+        Some(plans) => GoObject { obj, plans }.serialize(&mut ser),
+        None => obj.serialize(&mut ser),
+    };
+    if let Err(e) = written {
+        tracing::warn!(err = %e, "encoding an object");
     }
     out
 }
@@ -360,6 +450,18 @@ mod tests {
             go(&custom),
             r#"{"apiVersion":"example.com/v1","kind":"Widget","spec":{"a":2,"b":1}}"#
         );
+    }
+
+    #[test]
+    fn strings_are_escaped_as_go_escapes_them() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+            "data": {"html": "<a href=\"x\">&</a>", "sep": "a\u{2028}b\u{2029}", "tab": "\t"}});
+        assert_eq!(
+            go(&cm),
+            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c"},"data":{"html":"\u003ca href=\"x\"\u003e\u0026\u003c/a\u003e","sep":"a\u2028b\u2029","tab":"\t"}}"#
+        );
+        let pretty = String::from_utf8(to_vec_pretty(&json!({"a": "<"}))).unwrap();
+        assert_eq!(pretty, "{\n  \"a\": \"\\u003c\"\n}");
     }
 
     #[test]
