@@ -3,7 +3,7 @@
 //! manager, the scheduler and the store healthy, and kubectl shows the deprecation warning;
 //! on a bare server (no scheduler, no controller manager) those two are Unhealthy with the
 //! reason, the store healthy; get by name, 404 for unknown names, 405 for writes; discovery
-//! lists the resource with its short name.
+//! lists the resource with its short name and OpenAPI documents it (`kubectl explain`).
 
 use e2e::ServerProcess;
 use e2e::cli::{cluster, json, ok, wait_for};
@@ -74,6 +74,12 @@ fn components_not_running_are_unhealthy() {
     assert!(
         err.contains("Error from server (NotFound): componentstatuses \"nope\" not found"),
         "{err}"
+    );
+    // Documented in OpenAPI as upstream documents it (list and read only).
+    let explained = ok(&s, &["explain", "componentstatuses.conditions"]);
+    assert!(
+        explained.contains("KIND:       ComponentStatus"),
+        "{explained}"
     );
     let (deleted, _, err) = s.kubectl(&["delete", "cs", "scheduler"]).expect("kubectl");
     assert!(!deleted);

@@ -136,12 +136,14 @@ impl OpenApi {
         // The served resources with their types; a resource without a known type is left out
         // of the documents (a unit test keeps this from happening).
         let mut served = Vec::new();
-        for r in registry.resources() {
+        // componentstatuses is computed, not stored, but documented as upstream does.
+        let computed = registry.find("", "v1", "componentstatuses");
+        for r in registry.resources().iter().copied().chain(computed) {
             match known
                 .iter()
                 .find(|k| (k.group, k.version, k.kind) == (r.group, r.version, r.kind))
             {
-                Some(k) => served.push((*r, *k)),
+                Some(k) => served.push((r, *k)),
                 None => tracing::warn!(
                     group = r.group,
                     version = r.version,

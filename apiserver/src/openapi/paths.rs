@@ -539,7 +539,8 @@ fn add(
     }
     for sub in r.subresources {
         let sub_schema = match (sub.name, scale) {
-            ("status", _) => schema,
+            // The subresources that read and write the parent kind.
+            ("status" | "approval" | "ephemeralcontainers", _) => schema,
             ("scale", Some(scale)) => scale,
             _ => continue,
         };
