@@ -237,16 +237,99 @@ async fn version() -> Response {
 /// `--etcd-healthcheck-timeout` default).
 const ETCD_HEALTHCHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// `/healthz`, `/livez`, `/readyz` with `?verbose` (upstream's check-list format). The `etcd`
-/// check is real: a linearizable read through the store (a member cut off from its cluster's
-/// quorum fails it, so a load balancer stops sending it requests), with upstream's body and
-/// 500 when a check fails.
+/// Post-start hooks kube-apiserver v1.33 lists on its health endpoints; Capstan does the
+/// equivalent work before it serves, so once it serves they have passed.
+const POST_START_HOOKS: &[&str] = &[
+    "start-apiserver-admission-initializer",
+    "generic-apiserver-start-informers",
+    "priority-and-fairness-config-consumer",
+    "priority-and-fairness-filter",
+    "storage-object-count-tracker-hook",
+    "start-apiextensions-informers",
+    "start-apiextensions-controllers",
+    "crd-informer-synced",
+    "start-system-namespaces-controller",
+    "start-cluster-authentication-info-controller",
+    "start-kube-apiserver-identity-lease-controller",
+    "start-kube-apiserver-identity-lease-garbage-collector",
+    "start-legacy-token-tracking-controller",
+    "start-service-ip-repair-controllers",
+    "rbac/bootstrap-roles",
+    "scheduling/bootstrap-system-priority-classes",
+    "priority-and-fairness-config-producer",
+    "bootstrap-controller",
+    "start-kubernetes-service-cidr-controller",
+    "aggregator-reload-proxy-client-cert",
+    "start-kube-aggregator-informers",
+    "apiservice-status-local-available-controller",
+    "apiservice-status-remote-available-controller",
+    "apiservice-registration-controller",
+    "apiservice-discovery-controller",
+    "kube-apiserver-autoregistration",
+];
+
+/// The checks of `/healthz`, `/livez` or `/readyz`, in upstream's order: `ping`, `log`,
+/// `etcd` (`etcd-readiness` and `informer-sync` on readyz), the post-start hooks,
+/// `autoregister-completion`, the OpenAPI controllers, and `shutdown` on readyz.
+fn health_checks(endpoint: &str, etcd_ok: bool) -> Vec<(String, bool)> {
+    let readyz = endpoint == "readyz";
+    let mut checks = vec![
+        ("ping".to_owned(), true),
+        ("log".to_owned(), true),
+        ("etcd".to_owned(), etcd_ok),
+    ];
+    if readyz {
+        checks.push(("etcd-readiness".to_owned(), etcd_ok));
+        checks.push(("informer-sync".to_owned(), true));
+    }
+    checks.extend(
+        POST_START_HOOKS
+            .iter()
+            .map(|h| (format!("poststarthook/{h}"), true)),
+    );
+    checks.push(("autoregister-completion".to_owned(), true));
+    checks.push((
+        "poststarthook/apiservice-openapi-controller".to_owned(),
+        true,
+    ));
+    checks.push((
+        "poststarthook/apiservice-openapiv3-controller".to_owned(),
+        true,
+    ));
+    if readyz {
+        checks.push(("shutdown".to_owned(), true));
+    }
+    checks
+}
+
+/// `/healthz`, `/livez`, `/readyz` (and `/<endpoint>/<check>`) with `?verbose` and
+/// `?exclude=<check>` (upstream's check-list format). The `etcd` check is real: a
+/// linearizable read through the store (a member cut off from its cluster's quorum fails it,
+/// so a load balancer stops sending it requests), with upstream's body and 500 when a check
+/// fails.
 async fn health(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
     let path = req.uri().path().trim_start_matches('/').to_owned();
-    let verbose = req
+    let (endpoint, single) = match path.split_once('/') {
+        Some((e, c)) => (e.to_owned(), Some(c.to_owned())),
+        None => (path.clone(), None),
+    };
+    let params: Vec<(String, String)> = req
         .uri()
         .query()
-        .is_some_and(|q| q.split('&').any(|p| p.starts_with("verbose")));
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (k.to_owned(), v.to_owned()),
+            None => (p.to_owned(), String::new()),
+        })
+        .collect();
+    let verbose = params.iter().any(|(k, _)| k == "verbose");
+    let excluded: Vec<&str> = params
+        .iter()
+        .filter(|(k, _)| k == "exclude")
+        .map(|(_, v)| v.as_str())
+        .collect();
     let etcd_ok = matches!(
         tokio::time::timeout(
             ETCD_HEALTHCHECK_TIMEOUT,
@@ -255,21 +338,32 @@ async fn health(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         .await,
         Ok(Ok(_))
     );
-    let checks = [
-        ("ping", true),
-        ("log", true),
-        ("etcd", etcd_ok),
-        ("poststarthook/start-apiserver-admission-initializer", true),
-    ];
-    let healthy = checks.iter().all(|(_, ok)| *ok);
+    let checks = health_checks(&endpoint, etcd_ok);
     let text = [(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+    if let Some(check) = single {
+        return match checks.iter().find(|(c, _)| *c == check) {
+            Some((_, true)) => (StatusCode::OK, text, "ok").into_response(),
+            Some((_, false)) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                text,
+                "internal server error: reason withheld\n",
+            )
+                .into_response(),
+            None => (StatusCode::NOT_FOUND, text, "404 page not found\n").into_response(),
+        };
+    }
+    let healthy = checks
+        .iter()
+        .all(|(c, ok)| *ok || excluded.contains(&c.as_str()));
     if healthy && !verbose {
         return (StatusCode::OK, text, "ok").into_response();
     }
     let mut body: String = checks
         .iter()
         .map(|(c, ok)| {
-            if *ok {
+            if excluded.contains(&c.as_str()) {
+                format!("[+]{c} excluded: ok\n")
+            } else if *ok {
                 format!("[+]{c} ok\n")
             } else {
                 format!("[-]{c} failed: reason withheld\n")
@@ -277,10 +371,10 @@ async fn health(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         })
         .collect();
     if healthy {
-        body.push_str(&format!("{path} check passed\n"));
+        body.push_str(&format!("{endpoint} check passed\n"));
         (StatusCode::OK, text, body).into_response()
     } else {
-        body.push_str(&format!("{path} check failed\n"));
+        body.push_str(&format!("{endpoint} check failed\n"));
         (StatusCode::INTERNAL_SERVER_ERROR, text, body).into_response()
     }
 }
@@ -422,6 +516,9 @@ pub fn router(
         .route("/healthz", get(health))
         .route("/livez", get(health))
         .route("/readyz", get(health))
+        .route("/healthz/{*check}", get(health))
+        .route("/livez/{*check}", get(health))
+        .route("/readyz/{*check}", get(health))
         .fallback(handlers::dispatch)
         .with_state(ctx);
     let impersonation = Arc::clone(&authorizer);

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 use tokio_util::sync::CancellationToken;
 
+mod control_plane;
 mod member;
 
 /// The global allocator: mimalloc. The API server, controllers, scheduler and simulated
@@ -458,6 +459,12 @@ struct ServerArgs {
     /// `*`, `name`, `-name`).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
+    /// Register this server as a control-plane Node (tainted NoSchedule, as kubeadm) with
+    /// mirror pods in kube-system for its components (`kube-apiserver-<node>`, `etcd-<node>`,
+    /// `kube-scheduler-<node>`, `kube-controller-manager-<node>`; kubeadm's labels), their
+    /// readiness following the components' health.
+    #[arg(long)]
+    control_plane_pods: bool,
     /// Addresses the in-process `service-lb` controller gives LoadBalancer Services (IPv4
     /// CIDR; default loopback, never routable).
     #[arg(long, default_value = "127.0.100.0/24")]
@@ -465,10 +472,6 @@ struct ServerArgs {
     /// The in-process node lifecycle controller's `--node-monitor-grace-period` (e.g. `40s`).
     #[arg(long)]
     node_monitor_grace_period: Option<String>,
-    /// The in-process node lifecycle controller's `--node-startup-grace-period` (e.g. `1m`):
-    /// how long a Node that never posted status waits before its conditions become Unknown.
-    #[arg(long)]
-    node_startup_grace_period: Option<String>,
     /// The in-process HPA controller's `--horizontal-pod-autoscaler-sync-period` (e.g. `15s`).
     #[arg(long)]
     horizontal_pod_autoscaler_sync_period: Option<String>,
@@ -476,6 +479,10 @@ struct ServerArgs {
     /// (e.g. `5m`; tests shorten it).
     #[arg(long)]
     horizontal_pod_autoscaler_downscale_stabilization: Option<String>,
+    /// The in-process node lifecycle controller's `--node-startup-grace-period` (e.g. `1m`):
+    /// how long a Node that never posted status waits before its conditions become Unknown.
+    #[arg(long)]
+    node_startup_grace_period: Option<String>,
     /// Comma-separated URLs on which the embedded store member also serves the etcd v3 API
     /// (https://IP:PORT or http://IP:PORT; default: none), as a stacked etcd member does.
     /// `https://` URLs serve the certificate `pki/etcd/server.crt` (issued from the cluster
@@ -705,6 +712,7 @@ fn worker_threads(whole_cluster: bool) -> usize {
 async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     use anyhow::Context as _;
     let server_url = format!("https://{}:{}", args.bind_address, args.secure_port);
+    let member_name = args.member.name.clone();
     let pki = certs::ensure_pki(
         &args.data_dir,
         &[args.bind_address.to_string()],
@@ -831,10 +839,6 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
             enable: args.enable_admission_plugins,
             disable: args.disable_admission_plugins,
         },
-    };
-    tracing::info!(kubeconfig = %pki.admin_kubeconfig.display(), "admin kubeconfig written");
-    configure_kubelet_client(&pki)?;
-    let components = CancellationToken::new();
         aggregator: {
             let front_proxy = certs::FrontProxyPaths::new(&pki.pki_dir);
             apiserver::aggregator::AggregatorConfig {
@@ -859,6 +863,10 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
                 requestheader_extra_headers_prefix: args.requestheader_extra_headers_prefix,
             }
         },
+    };
+    tracing::info!(kubeconfig = %pki.admin_kubeconfig.display(), "admin kubeconfig written");
+    configure_kubelet_client(&pki)?;
+    let components = CancellationToken::new();
     let mut tasks = Vec::new();
     if !args.disable_scheduler {
         let kubeconfig = component_kubeconfig(&pki, "scheduler", SCHEDULER_USER, &server_url)?;
@@ -890,11 +898,6 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
             options.node_monitor_grace_period =
                 controllers::parse_duration(g).map_err(anyhow::Error::msg)?;
         }
-        if let Some(g) = &args.node_startup_grace_period {
-            options.node_startup_grace_period =
-                controllers::parse_duration(g).map_err(anyhow::Error::msg)?;
-        }
-        tasks.push(spawn_component(
         if let Some(p) = &args.horizontal_pod_autoscaler_sync_period {
             options.horizontal_pod_autoscaler_sync_period =
                 controllers::parse_duration(p).map_err(anyhow::Error::msg)?;
@@ -903,17 +906,17 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
             options.horizontal_pod_autoscaler_downscale_stabilization =
                 controllers::parse_duration(w).map_err(anyhow::Error::msg)?;
         }
+        if let Some(g) = &args.node_startup_grace_period {
+            options.node_startup_grace_period =
+                controllers::parse_duration(g).map_err(anyhow::Error::msg)?;
+        }
+        tasks.push(spawn_component(
             "controllers",
             &kubeconfig,
             &components,
             |c, t| controllers::run(c, options, t),
         ));
     }
-    if args.nodes > 0 {
-        let kubeconfig = component_kubeconfig(&pki, "nodes", NODE_FLEET_USER, &server_url)?;
-        #[allow(clippy::needless_update)] // the other flags keep their defaults
-        let options = nodes::Options {
-            count: args.nodes,
     if !args.disable_metrics_server {
         // It registers its Service, EndpointSlice and APIService itself, as applying
         // metrics-server's manifest does: the admin's group.
@@ -939,6 +942,11 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
             |c, t| metrics_server::run(c, options, t),
         ));
     }
+    if args.nodes > 0 {
+        let kubeconfig = component_kubeconfig(&pki, "nodes", NODE_FLEET_USER, &server_url)?;
+        #[allow(clippy::needless_update)] // the other flags keep their defaults
+        let options = nodes::Options {
+            count: args.nodes,
             runtime: args.node_runtime,
             runtime_dir: args.data_dir.join("nodes"),
             pki_dir: Some(pki.pki_dir.clone()),
@@ -950,6 +958,27 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
             &kubeconfig,
             &components,
             |c, t| nodes::run(c, options, t),
+        ));
+    }
+    if args.control_plane_pods {
+        let options = control_plane::Options {
+            node_name: if member_name == "default" {
+                std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|h| h.trim().to_lowercase())
+                    .unwrap_or_else(|_| "capstan".to_owned())
+            } else {
+                member_name.clone()
+            },
+            address: args.bind_address.to_string(),
+            embedded_store: local.is_some(),
+            scheduler: !args.disable_scheduler,
+            controller_manager: !args.disable_controller_manager,
+        };
+        tasks.push(spawn_component(
+            "control-plane-pods",
+            &pki.admin_kubeconfig,
+            &components,
+            |c, t| control_plane::run(c, options, t),
         ));
     }
     let driver_died = async {
@@ -1096,13 +1125,13 @@ fn url_host(url: &str) -> Option<String> {
 const SCHEDULER_USER: &str = "system:kube-scheduler";
 /// The user the in-process controller manager authenticates as (kube-controller-manager's).
 const CONTROLLER_MANAGER_USER: &str = "system:kube-controller-manager";
+/// The user the in-process metrics server connects as.
+const METRICS_SERVER_USER: &str = "system:metrics-server";
 /// Gives the API server its kubelet client certificate (issued in memory from the cluster
 /// CA at each start), so it can reach process nodes' kubelets for logs, exec and attach.
 fn configure_kubelet_client(pki: &certs::PkiPaths) -> anyhow::Result<()> {
     let ca = certs::CertificateAuthority::load(&pki.ca_cert, &pki.ca_key)?;
     let client = certs::issue_client_cert(&ca, "kube-apiserver-kubelet-client", &[])?;
-/// The user the in-process metrics server connects as.
-const METRICS_SERVER_USER: &str = "system:metrics-server";
     apiserver::handlers::kubelet_proxy::configure(ca.cert_pem(), &client.cert_pem, &client.key_pem)
         .map_err(anyhow::Error::msg)
 }
@@ -1243,14 +1272,14 @@ fn main() -> ExitCode {
             Command::Nodes(a) => {
                 run_component(&a.kubeconfig, |c, t| nodes::run(c, a.options, t)).await
             }
+            Command::MetricsServer(a) => {
+                run_component(&a.kubeconfig, |c, t| metrics_server::run(c, a.options, t)).await
+            }
             Command::Certs(CertsCommand::Init(args)) => {
                 let pki = certs::ensure_pki(&args.data_dir, &args.extra_sans, &args.server)?;
                 println!(
                     "[certs] CA, service-account key and admin kubeconfig in {}",
                     pki.dir.display()
-            Command::MetricsServer(a) => {
-                run_component(&a.kubeconfig, |c, t| metrics_server::run(c, a.options, t)).await
-            }
                 );
                 Ok(())
             }

@@ -175,7 +175,8 @@ fn run() -> Result<bool> {
 const TLS_CLIENTS: [usize; 2] = [16, 256];
 
 /// The client side of the TLS rows: every `https://` endpoint [`connect`] dials uses it.
-static TLS: std::sync::OnceLock<store::transport::client_tls::DialTls> = std::sync::OnceLock::new();
+static TLS: std::sync::Mutex<Option<store::transport::client_tls::DialTls>> =
+    std::sync::Mutex::new(None);
 
 /// Runs `capstan <args>` and fails on a non-zero exit.
 fn capstan_cmd(args: &[&str]) -> Result<()> {
@@ -219,11 +220,13 @@ fn bench_tls(rt: &Runtime, kind: Kind, dir: &Path, m: &mut Metrics) -> Result<()
         etcd_s,
     ])?;
     let ca = pki.join("pki/ca.crt");
-    let _ = TLS.set(store::transport::client_tls::DialTls {
-        ca_file: Some(ca.clone()),
-        cert_file: Some(etcd_dir.join("bench-client.crt")),
-        key_file: Some(etcd_dir.join("bench-client.key")),
-    });
+    *TLS.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) =
+        Some(store::transport::client_tls::DialTls {
+            ca_file: Some(ca.clone()),
+            cert_file: Some(etcd_dir.join("bench-client.crt")),
+            key_file: Some(etcd_dir.join("bench-client.key")),
+        });
     let (client_port, peer_port) = two_free_ports();
     let endpoint = format!("https://127.0.0.1:{client_port}");
     let tls_flags = [
@@ -746,8 +749,12 @@ async fn connect(endpoint: &str) -> Result<Client> {
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(REQUEST_TIMEOUT);
     let mut c = if endpoint.starts_with("https://") {
-        let tls = TLS.get().context("no TLS client configuration")?;
-        let channel = store::remote::tls_channel(&[endpoint.to_owned()], tls).await?;
+        let tls = TLS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .context("no TLS client configuration")?;
+        let channel = store::remote::tls_channel(&[endpoint.to_owned()], &tls).await?;
         Client::from_channel(etcd_client::Channel::Tonic(channel), Some(opts)).await?
     } else {
         Client::connect([endpoint], Some(opts)).await?
