@@ -95,6 +95,8 @@ pub(super) struct Driver {
     exits: mpsc::UnboundedReceiver<Report>,
     term_sent: bool,
     last_mount_error: Option<String>,
+    /// The task rotating the pod's projected service-account tokens.
+    rotation: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Driver {
@@ -123,6 +125,7 @@ impl Driver {
             exits,
             term_sent: false,
             last_mount_error: None,
+            rotation: None,
         }
     }
 
@@ -342,6 +345,9 @@ impl Driver {
     /// Kills everything left (the pod is gone or the node stops); with `gone`, forgets the
     /// pod and removes its files.
     pub(super) async fn stop(mut self, sim: &mut Sim, gone: bool) {
+        if let Some(r) = self.rotation.take() {
+            r.abort();
+        }
         self.kill_all(sim).await;
         if gone {
             self.node
@@ -382,6 +388,15 @@ impl Driver {
         };
         let mut objects = Objects::new(&self.api, &self.sim_node.name, &self.namespace);
         self.volumes = writer.prepare(pod, &mut objects).await?;
+        if self.rotation.is_none() && has_token_volume(pod) {
+            self.rotation = Some(tokio::spawn(rotate_tokens(
+                self.api.clone(),
+                self.sim_node.clone(),
+                Arc::new(pod.clone()),
+                self.dir.join("volumes"),
+                Self::volume_owner(pod),
+            )));
+        }
         Ok(())
     }
 
@@ -663,6 +678,60 @@ impl Driver {
 enum StartError {
     Config(String),
     Start(String),
+}
+
+fn has_token_volume(pod: &Pod) -> bool {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| v.projected.as_ref())
+        .flat_map(|p| p.sources.iter().flatten())
+        .any(|s| s.service_account_token.is_some())
+}
+
+/// Rotates the pod's projected service-account tokens at 80% of their lifetime (the
+/// kubelet's rule), retrying every 10 s after a failure, until aborted.
+async fn rotate_tokens(
+    api: FleetApi,
+    node: Arc<SimNode>,
+    pod: Arc<Pod>,
+    dir: PathBuf,
+    owner: (u32, u32),
+) {
+    let lifetime = |s: i64| Duration::from_secs(u64::try_from(s).unwrap_or(3600)).mul_f64(0.8);
+    let mut wait = lifetime(3600);
+    if let Some(s) = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| v.projected.as_ref())
+        .flat_map(|p| p.sources.iter().flatten())
+        .filter_map(|s| s.service_account_token.as_ref())
+        .map(|t| t.expiration_seconds.unwrap_or(3600))
+        .min()
+    {
+        wait = lifetime(s);
+    }
+    loop {
+        tokio::time::sleep(wait).await;
+        let ip = node.ip.to_string();
+        let writer = Writer {
+            api: &api,
+            node: &node.name,
+            dir: dir.clone(),
+            owner,
+            pod_ip: &ip,
+            host_ip: &ip,
+        };
+        wait = match writer.refresh_tokens(&pod).await {
+            Ok(Some(s)) => lifetime(s),
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(pod = ?pod.metadata.name, error = %e, "service-account token not rotated, will retry");
+                Duration::from_secs(10)
+            }
+        };
+    }
 }
 
 /// Whether `argv0` names an executable of the host root (the container's root), looked up

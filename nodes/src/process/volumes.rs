@@ -90,6 +90,48 @@ impl Writer<'_> {
         Ok(out)
     }
 
+    /// Requests every projected service-account token of `pod` again and replaces its file
+    /// (a new file renamed over the old, so readers see one or the other), as the kubelet
+    /// rotates them. Returns the shortest expiry, when there are tokens.
+    pub(crate) async fn refresh_tokens(&self, pod: &Pod) -> Result<Option<i64>, String> {
+        let mut shortest: Option<i64> = None;
+        let volumes = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.clone())
+            .unwrap_or_default();
+        for v in &volumes {
+            let Some(p) = &v.projected else { continue };
+            let mode = mode_of(p.default_mode, 0o644);
+            for t in p
+                .sources
+                .iter()
+                .flatten()
+                .filter_map(|s| s.service_account_token.as_ref())
+            {
+                if !safe_relative(&t.path) {
+                    continue;
+                }
+                let seconds = t.expiration_seconds.unwrap_or(TOKEN_SECONDS);
+                let token = self
+                    .token(pod, t.audience.as_deref(), Some(seconds))
+                    .await?;
+                let dir = self.dir.join(&v.name);
+                let path = dir.join(&t.path);
+                let tmp = dir.join(format!(".{}.new", t.path.replace('/', "_")));
+                let io = |e: std::io::Error| format!("rotating {}: {e}", path.display());
+                std::fs::write(&tmp, token).map_err(io)?;
+                std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+                    .map_err(io)?;
+                std::os::unix::fs::chown(&tmp, Some(self.owner.0), Some(self.owner.1))
+                    .map_err(io)?;
+                std::fs::rename(&tmp, &path).map_err(io)?;
+                shortest = Some(shortest.map_or(seconds, |s| s.min(seconds)));
+            }
+        }
+        Ok(shortest)
+    }
+
     async fn volume(
         &self,
         pod: &Pod,
