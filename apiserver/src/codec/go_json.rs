@@ -101,7 +101,9 @@ fn child_of(by_name: &HashMap<String, usize>, m: &MessageDescriptor) -> Child {
 fn build(schema: &Schema, by_name: &HashMap<String, usize>, m: &MessageDescriptor) -> Plan {
     let mut plan = Plan::default();
     let mut rank = 0u32;
-    if m.get_field_by_name("kind").is_none() {
+    // `TypeMeta` is inlined first in every kind; structs with their own `kind` or
+    // `apiVersion` field (owner references, managed fields entries) keep theirs in place.
+    if m.get_field_by_name("kind").is_none() && m.get_field_by_name("apiVersion").is_none() {
         plan.fields.insert("kind".into(), (0, Child::Opaque));
         plan.fields.insert("apiVersion".into(), (1, Child::Opaque));
         rank = 2;
@@ -449,6 +451,18 @@ mod tests {
         assert_eq!(
             go(&custom),
             r#"{"apiVersion":"example.com/v1","kind":"Widget","spec":{"a":2,"b":1}}"#
+        );
+    }
+
+    #[test]
+    fn nested_api_versions_stay_in_place() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c",
+            "managedFields": [{"time": "t", "operation": "Update", "manager": "kubectl",
+                "fieldsV1": {"f:data": {}}, "fieldsType": "FieldsV1", "apiVersion": "v1"}],
+            "ownerReferences": [{"uid": "u", "name": "o", "kind": "Pod", "apiVersion": "v1"}]}});
+        assert_eq!(
+            go(&cm),
+            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c","ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"o","uid":"u"}],"managedFields":[{"manager":"kubectl","operation":"Update","apiVersion":"v1","time":"t","fieldsType":"FieldsV1","fieldsV1":{"f:data":{}}}]}}"#
         );
     }
 
