@@ -156,15 +156,44 @@ impl Wardle {
     }
 }
 
-type Reply = hyper::Response<http_body_util::Full<hyper::body::Bytes>>;
+type Body = http_body_util::combinators::BoxBody<hyper::body::Bytes, std::convert::Infallible>;
+type Reply = hyper::Response<Body>;
+
+fn full(bytes: impl Into<hyper::body::Bytes>) -> Body {
+    use http_body_util::BodyExt as _;
+    http_body_util::Full::new(bytes.into()).boxed()
+}
+
+/// A watch: `events` at once, then the stream stays open for 30 s.
+fn watch_stream(events: Vec<Value>) -> Result<Reply, std::convert::Infallible> {
+    use futures_util::StreamExt as _;
+    let lines: Vec<Result<hyper::body::Frame<hyper::body::Bytes>, std::convert::Infallible>> =
+        events
+            .into_iter()
+            .map(|e| {
+                Ok(hyper::body::Frame::data(hyper::body::Bytes::from(format!(
+                    "{e}\n"
+                ))))
+            })
+            .collect();
+    let stream = futures_util::stream::iter(lines).chain(futures_util::stream::once(async {
+        tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        Ok(hyper::body::Frame::data(hyper::body::Bytes::new()))
+    }));
+    Ok(hyper::Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(http_body_util::BodyExt::boxed(
+            http_body_util::StreamBody::new(stream),
+        ))
+        .expect("response"))
+}
 
 fn reply(status: u16, body: &Value) -> Result<Reply, std::convert::Infallible> {
     Ok(hyper::Response::builder()
         .status(status)
         .header("content-type", "application/json")
-        .body(http_body_util::Full::new(hyper::body::Bytes::from(
-            body.to_string(),
-        )))
+        .body(full(body.to_string()))
         .expect("response"))
 }
 
@@ -183,6 +212,7 @@ async fn answer(
     use http_body_util::BodyExt as _;
     let method = req.method().to_string();
     let path = req.uri().path().to_owned();
+    let query = req.uri().query().unwrap_or("").to_owned();
     let user = req
         .headers()
         .get("x-remote-user")
@@ -233,6 +263,17 @@ async fn answer(
                 .filter(|((n, _), _)| *n == ns)
                 .map(|(_, v)| v.clone())
                 .collect();
+            if query
+                .split('&')
+                .any(|kv| kv == "watch=true" || kv == "watch=1")
+            {
+                return watch_stream(
+                    items
+                        .into_iter()
+                        .map(|o| json!({ "type": "ADDED", "object": o }))
+                        .collect(),
+                );
+            }
             reply(
                 200,
                 &json!({ "kind": "FlunderList", "apiVersion": format!("{GROUP}/{VERSION}"),
@@ -268,6 +309,10 @@ async fn answer(
             }
             store.push(((ns, name), obj.clone()));
             reply(201, &obj)
+        }
+        ("GET", [_, "flunders", "hang"]) => {
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+            reply(200, &json!({}))
         }
         ("GET", [_, "flunders", name]) => {
             match flunders
@@ -475,7 +520,14 @@ fn built_in_group_versions_have_local_apiservices_as_kube_apiserver() {
                     && cols.get(2) == Some(&"True")
             })
         });
-        (all && rows.len() == want.len()).then_some(out)
+        // Plus the in-process metrics server's, as a cluster with metrics-server has it.
+        let metrics = rows.iter().any(|r| {
+            let cols: Vec<&str> = r.split_whitespace().collect();
+            cols.first() == Some(&"v1beta1.metrics.k8s.io")
+                && cols.get(1) == Some(&"kube-system/metrics-server")
+                && cols.get(2) == Some(&"True")
+        });
+        (all && metrics && rows.len() == want.len() + 1).then_some(out)
     });
     assert!(table.starts_with("NAME"), "{table}");
     let apps = json(&s, &["get", "apiservice", "v1.apps", "-o", "json"]);
@@ -553,8 +605,17 @@ fn an_extension_api_server_is_proxied_with_the_callers_identity_and_its_availabi
         .iter()
         .position(|n| *n == GROUP)
         .expect("group listed");
-    // groupPriorityMinimum 2000: after every built-in group (the lowest, 15800+), before none.
-    assert_eq!(at, names.len() - 1, "{names:?}");
+    // groupPriorityMinimum 2000: after every built-in group (the lowest, 15800+), before
+    // metrics.k8s.io (100).
+    let metrics = names
+        .iter()
+        .position(|n| *n == "metrics.k8s.io")
+        .expect("metrics.k8s.io listed");
+    assert_eq!(
+        (at, metrics),
+        (names.len() - 2, names.len() - 1),
+        "{names:?}"
+    );
     let group: Value =
         serde_json::from_str(&ok(&s, &["get", "--raw", &format!("/apis/{GROUP}")])).expect("json");
     assert_eq!(
@@ -693,6 +754,57 @@ fn an_extension_api_server_is_proxied_with_the_callers_identity_and_its_availabi
         .output()
         .expect("curl");
     assert_eq!(String::from_utf8_lossy(&direct.stdout), "401");
+
+    // A watch streams through the aggregator: its first event arrives while the extension
+    // server keeps the response open.
+    let watch = std::process::Command::new("curl")
+        .args(["-s", "-N", "--max-time", "3", "--cacert"])
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .arg(format!(
+            "{}/apis/{GROUP}/{VERSION}/namespaces/wardle/flunders?watch=true",
+            s.url
+        ))
+        .output()
+        .expect("curl");
+    let streamed = String::from_utf8_lossy(&watch.stdout);
+    assert_eq!(
+        watch.status.code(),
+        Some(28),
+        "still open after 3 s: {watch:?}"
+    );
+    assert!(
+        streamed.contains("\"type\":\"ADDED\"") && streamed.contains("\"one\""),
+        "{streamed}"
+    );
+    // A hanging extension server: the client's timeout, upstream's 504.
+    let started = std::time::Instant::now();
+    let hang = std::process::Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "--max-time", "20", "--cacert"])
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .arg(format!(
+            "{}/apis/{GROUP}/{VERSION}/namespaces/wardle/flunders/hang?timeout=1s",
+            s.url
+        ))
+        .output()
+        .expect("curl");
+    let hang = String::from_utf8_lossy(&hang.stdout);
+    assert!(
+        hang.ends_with("\n504") && hang.contains("\"reason\":\"Timeout\""),
+        "{hang}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
 
     // Down again: FailedDiscoveryCheck, 503 with upstream's text, discovery without it.
     wardle.stop();
