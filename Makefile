@@ -4,7 +4,7 @@ DATA_DIR ?= $(CURDIR)/.capstan
 STORE_URL ?= http://127.0.0.1:2379
 SECURE_PORT ?= 6443
 
-.PHONY: all build build-release run run-store test test-deps test-faults lint bench bench-store bench-api bench-scheduler bench-controllers clean
+.PHONY: all build build-release run run-store test test-deps test-faults lint bench bench-store bench-api bench-scheduler bench-controllers bench-memory clean
 
 all: build
 
@@ -83,6 +83,17 @@ bench-scheduler:
 bench-controllers:
 	$(CARGO) build --release -p capstan
 	$(CARGO) bench -p e2e --bench controllers
+
+## bench-memory: resident memory of `capstan server` (default flags: controllers, scheduler,
+## 3 simulated nodes) idle, holding 100k ConfigMaps right after creating them, and after 30 s
+## create bursts at 1, 32 and 128 connections, driven by the independent load tool kbench
+## (built from KBENCH_SRC), beside the targets; plus the server's own /metrics breakdown.
+KBENCH_SRC ?= ../shared/kbench
+bench-memory:
+	$(CARGO) build --release -p capstan
+	@test -f $(KBENCH_SRC)/Cargo.toml || { echo "bench-memory: kbench sources not found in $(KBENCH_SRC) (set KBENCH_SRC=...)"; exit 1; }
+	$(CARGO) build --release --manifest-path $(KBENCH_SRC)/Cargo.toml --target-dir target/kbench
+	KBENCH=$(CURDIR)/target/kbench/release/kbench $(CARGO) bench -p e2e --bench memory
 
 clean:
 	$(CARGO) clean

@@ -417,7 +417,7 @@ impl prometheus_client::collector::Collector for MemoryCollector {
             ),
             (
                 "capstan_watch_cache_bytes",
-                "Bytes the watch cache holds, by resource: current objects, and what its event window holds besides them.",
+                "Bytes the watch cache adds to the store's, by resource: decoded metadata of its objects, the window's event lines and previous versions (the objects' JSON is shared with the store, counted in capstan_store_bytes).",
                 gauges(cache.iter().map(|u| (label(&u.prefix), to_i64(u.bytes)))),
             ),
         ];

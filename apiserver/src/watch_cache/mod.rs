@@ -145,8 +145,9 @@ pub struct ResourceUsage {
     pub objects: usize,
     /// Events in the window.
     pub events: usize,
-    /// Bytes held: the current objects' JSON, plus what the window holds besides them
-    /// (previous versions of updated objects, deleted objects, serialised event lines).
+    /// Bytes the cache adds to the store's: per object its decoded metadata and map entry
+    /// (the JSON itself is shared with the store's values, counted there), plus the
+    /// window's serialised event lines and previous or deleted versions' metadata.
     pub bytes: usize,
 }
 
@@ -238,19 +239,21 @@ impl WatchCache {
             .iter()
             .map(|r| {
                 let state = r.read();
-                let objects: usize = state.objects.values().map(|o| o.json_len()).sum();
+                let objects: usize = state
+                    .objects
+                    .iter()
+                    .map(|(k, o)| k.len() + 64 + o.own_bytes())
+                    .sum();
                 let window: usize = state
                     .events
                     .iter()
                     .map(|e| {
-                        // An added or modified object is (usually) a current one, counted
-                        // above; a deleted one is held by the window alone.
                         let object = if e.kind == EventKind::Deleted {
-                            e.object.json_len()
+                            e.object.own_bytes()
                         } else {
                             0
                         };
-                        let prev = e.prev.as_ref().map_or(0, |p| p.json_len());
+                        let prev = e.prev.as_ref().map_or(0, |p| p.own_bytes());
                         let line = e.line.get().map_or(0, Bytes::len);
                         object + prev + line + std::mem::size_of::<CachedEvent>()
                     })

@@ -237,6 +237,25 @@ impl CachedObject {
         self.raw.len() + 48
     }
 
+    /// Bytes this object holds besides its stored JSON (which is shared with the store):
+    /// the struct, and the decoded metadata selectors read.
+    pub fn own_bytes(&self) -> usize {
+        let m = &self.meta;
+        std::mem::size_of::<CachedObject>()
+            + std::mem::size_of::<Meta>()
+            + 16
+            + m.namespace.len()
+            + m.name.len()
+            + m.labels
+                .iter()
+                .map(|(k, v)| 2 * std::mem::size_of::<Box<str>>() + k.len() + v.len())
+                .sum::<usize>()
+            + m.fields
+                .iter()
+                .map(|(_, v)| std::mem::size_of::<(&str, Box<str>)>() + v.len())
+                .sum::<usize>()
+    }
+
     /// Appends the object's JSON, `metadata.resourceVersion` included.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         match self.splice {
