@@ -127,6 +127,28 @@ fn approved_csr_gives_a_certificate_kubectl_authenticates_with() {
     assert!(approved["lastUpdateTime"].is_string() && approved["lastTransitionTime"].is_string());
     let table = ok(&s, &["get", "csr", "alice"]);
     assert!(table.contains("Approved,Issued"), "{table}");
+    // Each write is recorded under its subresource, as upstream's field manager does.
+    let managed = json(
+        &s,
+        &["get", "csr", "alice", "-o", "json", "--show-managed-fields"],
+    );
+    let entries = managed["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let approval = entries
+        .iter()
+        .find(|e| e["subresource"] == "approval")
+        .unwrap_or_else(|| panic!("no approval entry: {entries:?}"));
+    assert_eq!(approval["manager"], "kubectl");
+    assert!(
+        approval["fieldsV1"]["f:status"]["f:conditions"].is_object(),
+        "{approval}"
+    );
+    assert!(
+        entries.iter().any(|e| e["subresource"] == "status"),
+        "{entries:?}"
+    );
 
     let alice = kubeconfig_with_cert(&s, dir.path(), &cert, &key);
     let (who_ok, who, err) = s

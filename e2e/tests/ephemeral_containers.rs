@@ -91,6 +91,23 @@ async fn kubectl_debug_adds_an_ephemeral_container() {
     // Nothing else of the pod changed.
     assert_eq!(after["spec"]["containers"], before["spec"]["containers"]);
     assert_eq!(after["metadata"]["uid"], before["metadata"]["uid"]);
+    let managed = json(
+        &s,
+        &["get", "pod", "web", "-o", "json", "--show-managed-fields"],
+    );
+    let entries = managed["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let debug = entries
+        .iter()
+        .find(|e| e["subresource"] == "ephemeralcontainers")
+        .unwrap_or_else(|| panic!("no ephemeralcontainers entry: {entries:?}"));
+    assert_eq!(debug["manager"], "kubectl");
+    assert!(
+        debug["fieldsV1"]["f:spec"]["f:ephemeralContainers"].is_object(),
+        "{debug}"
+    );
 
     // The subresource reads as the pod; discovery lists it.
     let sub = json(

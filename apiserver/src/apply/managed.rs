@@ -60,8 +60,14 @@ pub fn owned_part(obj: &Map<String, Value>) -> Map<String, Value> {
 
 /// The part of `obj` a write through `subresource` can own: status alone for `status`
 /// (upstream's status strategies reset everything else), [`owned_part`] otherwise.
+/// Whether writes through `subresource` own fields of `status` (the `status` subresource, and
+/// a CSR's `approval`, which writes `status.conditions`) rather than of the rest.
+fn status_side(subresource: &str) -> bool {
+    matches!(subresource, "status" | "approval")
+}
+
 fn owned_part_in(obj: &Map<String, Value>, subresource: &str) -> Map<String, Value> {
-    if subresource == "status" {
+    if status_side(subresource) {
         obj.get("status")
             .map(|s| Map::from_iter([("status".to_owned(), s.clone())]))
             .unwrap_or_default()
@@ -181,7 +187,7 @@ pub fn record_update(
     );
     let changed = merge::changed(&old_part, &new_part, ty);
     // Status entries and the others own disjoint parts: a write checks the part it sees.
-    let sees = |sub: &str| (subresource == "status") == (sub == "status");
+    let sees = |sub: &str| status_side(subresource) == status_side(sub);
     let stored_list = stored.and_then(Value::as_array);
     // The fields `new` still has; only needed when some entry is checked against them
     // (never on a create).
@@ -347,7 +353,7 @@ pub fn apply_to(
     force: bool,
     subresource: &str,
 ) -> Result<Map<String, Value>, Vec<Conflict>> {
-    let status_side = |e: &Entry| (e.subresource == "status") == (subresource == "status");
+    let status_side = |e: &Entry| status_side(&e.subresource) == status_side(subresource);
     let mut list = entries(live);
     let config_part = owned_part_in(config, subresource);
     let applied = merge::object_set(&config_part, ty);

@@ -111,10 +111,20 @@ pub(super) fn record(
     headers: &HeaderMap,
     scope: Scope,
 ) {
-    if scope != Scope::Status {
-        crate::apply::record_update(r, new, old, q, headers);
-        return;
-    }
+    let subresource = match scope {
+        Scope::Status => "status",
+        // A CSR's approval writes `status.conditions`: recorded as a status write is.
+        Scope::Approval => "approval",
+        // Ephemeral containers are spec: the entry is the object's, labelled.
+        Scope::EphemeralContainers => {
+            crate::apply::record_subresource_update(r, new, old, q, headers, "ephemeralcontainers");
+            return;
+        }
+        Scope::Main | Scope::Finalize => {
+            crate::apply::record_update(r, new, old, q, headers);
+            return;
+        }
+    };
     // What the entry is computed on: the stored managed fields and the new status (a
     // status write owns nothing else), without copying the rest of the object.
     let mut meta = Map::new();
@@ -125,7 +135,7 @@ pub(super) fn record(
     if let Some(s) = new.get("status") {
         scoped.insert("status".into(), s.clone());
     }
-    crate::apply::record_subresource_update(r, &mut scoped, old, q, headers, "status");
+    crate::apply::record_subresource_update(r, &mut scoped, old, q, headers, subresource);
     keep_managed_fields(new, &scoped);
 }
 
