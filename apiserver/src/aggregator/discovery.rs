@@ -57,24 +57,153 @@ fn priority_of(snapshot: &Snapshot, group: &str) -> i64 {
         .unwrap_or(1000)
 }
 
-/// Inserts `item` (group `name`, priority `p`) into `items` by priority then name.
-fn insert_ordered(
-    items: &mut Vec<Value>,
-    item: Value,
-    name: &str,
-    p: i64,
-    snapshot: &Snapshot,
-    name_of: fn(&Value) -> &str,
-) {
-    let at = items
+/// Where a group `name` of priority `p` goes among `names` (priority, then name).
+fn position(names: &[String], name: &str, p: i64, snapshot: &Snapshot) -> usize {
+    names
         .iter()
-        .position(|i| {
-            let other = name_of(i);
+        .position(|other| {
             let q = priority_of(snapshot, other);
-            q < p || (q == p && other > name)
+            q < p || (q == p && other.as_str() > name)
         })
-        .unwrap_or(items.len());
-    items.insert(at, item);
+        .unwrap_or(names.len())
+}
+
+/// Object keys in the order Go's discovery structs declare them (every key these documents
+/// use; others after, by name).
+const KEY_ORDER: &[&str] = &[
+    "kind",
+    "apiVersion",
+    "metadata",
+    "name",
+    "creationTimestamp",
+    "resource",
+    "subresource",
+    "groupVersion",
+    "group",
+    "version",
+    "responseKind",
+    "resources",
+    "scope",
+    "singularResource",
+    "verbs",
+    "shortNames",
+    "categories",
+    "subresources",
+    "freshness",
+    "versions",
+    "preferredVersion",
+];
+
+/// `v` as JSON with object keys in [`KEY_ORDER`] (and `{group, version, kind}` as Go's
+/// `GroupVersionKind`), so merged documents read as upstream writes them.
+fn write_ordered(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            let rank = |k: &str| {
+                if k == "kind" && map.contains_key("group") {
+                    return KEY_ORDER.len();
+                }
+                KEY_ORDER
+                    .iter()
+                    .position(|o| *o == k)
+                    .unwrap_or(KEY_ORDER.len() + 1)
+            };
+            keys.sort_by(|a, b| rank(a).cmp(&rank(b)).then_with(|| a.cmp(b)));
+            out.push('{');
+            for (i, k) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String((*k).clone()).to_string());
+                out.push(':');
+                write_ordered(&map[k.as_str()], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_ordered(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn ordered(v: &Value) -> String {
+    let mut out = String::new();
+    write_ordered(v, &mut out);
+    out
+}
+
+/// Byte offsets in `body` of the array after `"<key>":[`: the start of each element and the
+/// closing bracket.
+fn array_elements(body: &[u8], key: &str) -> Option<(Vec<usize>, usize)> {
+    let needle = format!("\"{key}\":[");
+    let open = body
+        .windows(needle.len())
+        .position(|w| w == needle.as_bytes())?
+        + needle.len();
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut starts = Vec::new();
+    let mut expecting = true;
+    for (i, &b) in body.iter().enumerate().skip(open) {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        if expecting && depth == 0 && !b.is_ascii_whitespace() && b != b']' {
+            starts.push(i);
+            expecting = false;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' => depth = depth.checked_sub(1)?,
+            b']' if depth == 0 => return Some((starts, i)),
+            b']' => depth -= 1,
+            b',' if depth == 0 => expecting = true,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Inserts each (index among the original elements, JSON text) into the array under `key`,
+/// leaving every original byte as it was.
+fn splice(body: &[u8], key: &str, mut inserts: Vec<(usize, String)>) -> Option<Vec<u8>> {
+    let (starts, close) = array_elements(body, key)?;
+    inserts.sort_by_key(|(at, _)| *at);
+    let mut out =
+        Vec::with_capacity(body.len() + inserts.iter().map(|(_, t)| t.len() + 1).sum::<usize>());
+    let mut copied = 0;
+    for (at, text) in inserts {
+        if at < starts.len() {
+            out.extend_from_slice(&body[copied..starts[at]]);
+            copied = starts[at];
+            out.extend_from_slice(text.as_bytes());
+            out.push(b',');
+        } else {
+            out.extend_from_slice(&body[copied..close]);
+            copied = close;
+            if !starts.is_empty() || out.last() != Some(&b'[') {
+                out.push(b',');
+            }
+            out.extend_from_slice(text.as_bytes());
+        }
+    }
+    out.extend_from_slice(&body[copied..]);
+    Some(out)
 }
 
 fn legacy_group(group: &str, versions: &[(&ApiService, Option<&Value>)]) -> Value {
@@ -97,7 +226,14 @@ pub fn group_document(
     let mut doc = legacy_group(group, versions);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
-    Some((StatusCode::OK, axum::Json(doc)).into_response())
+    Some(
+        (
+            StatusCode::OK,
+            [(http::header::CONTENT_TYPE, "application/json")],
+            format!("{}\n", ordered(&doc)),
+        )
+            .into_response(),
+    )
 }
 
 /// `GET /apis` with the extension servers' groups.
@@ -121,39 +257,44 @@ pub async fn apis(
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return crate::error::ApiError::Internal("discovery".into()).into_response();
     };
-    let Ok(mut doc) = serde_json::from_slice::<Value>(&bytes) else {
+    let Ok(doc) = serde_json::from_slice::<Value>(&bytes) else {
         return Response::from_parts(parts, axum::body::Body::from(bytes));
     };
+    // The local document's bytes stay as they are; the remote groups are spliced in.
     let aggregated = doc["kind"] == "APIGroupDiscoveryList";
-    if aggregated {
-        let mut items = doc["items"].as_array().cloned().unwrap_or_default();
-        for (group, p, versions) in &groups {
+    let (key, names): (&str, Vec<String>) = if aggregated {
+        let names = doc["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| i["metadata"]["name"].as_str().unwrap_or("").to_owned())
+            .collect();
+        ("items", names)
+    } else {
+        let names = doc["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| i["name"].as_str().unwrap_or("").to_owned())
+            .collect();
+        ("groups", names)
+    };
+    let mut inserts = Vec::new();
+    for (group, p, versions) in &groups {
+        let item = if aggregated {
             let vs: Vec<Value> = versions.iter().filter_map(|(_, e)| e.cloned()).collect();
             if vs.is_empty() {
                 continue;
             }
-            let item =
-                json!({ "metadata": { "name": group, "creationTimestamp": null }, "versions": vs });
-            insert_ordered(&mut items, item, group, *p, snapshot, |i| {
-                i["metadata"]["name"].as_str().unwrap_or("")
-            });
-        }
-        doc["items"] = Value::Array(items);
-    } else {
-        let mut items = doc["groups"].as_array().cloned().unwrap_or_default();
-        for (group, p, versions) in &groups {
-            insert_ordered(
-                &mut items,
-                legacy_group(group, versions),
-                group,
-                *p,
-                snapshot,
-                |i| i["name"].as_str().unwrap_or(""),
-            );
-        }
-        doc["groups"] = Value::Array(items);
+            json!({ "metadata": { "name": group, "creationTimestamp": null }, "versions": vs })
+        } else {
+            legacy_group(group, versions)
+        };
+        inserts.push((position(&names, group, *p, snapshot), ordered(&item)));
     }
-    let body = serde_json::to_vec(&doc).unwrap_or_default();
+    let Some(body) = splice(&bytes, key, inserts) else {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
     let mut out = parts.headers;
     out.remove(http::header::CONTENT_LENGTH);
     if aggregated {
@@ -174,4 +315,36 @@ pub async fn apis(
         }
     }
     (StatusCode::OK, out, body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_groups_are_spliced_without_touching_local_bytes() {
+        let body = br#"{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"a","x":"]"},{"name":"b"}]}
+"#;
+        let out = splice(
+            body,
+            "groups",
+            vec![
+                (1, "{\"name\":\"r\"}".into()),
+                (2, "{\"name\":\"z\"}".into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"kind\":\"APIGroupList\",\"apiVersion\":\"v1\",\"groups\":[{\"name\":\"a\",\"x\":\"]\"},{\"name\":\"r\"},{\"name\":\"b\"},{\"name\":\"z\"}]}\n"
+        );
+        let empty = splice(br#"{"items":[]}"#, "items", vec![(0, "1".into())]).unwrap();
+        assert_eq!(empty, br#"{"items":[1]}"#);
+        let v = json!({ "versions": [1], "metadata": { "creationTimestamp": null, "name": "g" },
+                        "responseKind": { "kind": "K", "version": "v", "group": "g" } });
+        assert_eq!(
+            ordered(&v),
+            r#"{"metadata":{"name":"g","creationTimestamp":null},"responseKind":{"group":"g","version":"v","kind":"K"},"versions":[1]}"#
+        );
+    }
 }
