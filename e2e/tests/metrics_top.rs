@@ -59,7 +59,11 @@ fn kubectl_top_reads_the_metrics_api_through_the_aggregator() {
     let (_dir, s) = cluster();
     // The metrics server registered itself and the aggregator found it.
     wait_for(&s, 60, "v1beta1.metrics.k8s.io available", || {
-        let out = ok(&s, &["get", "apiservice", "v1beta1.metrics.k8s.io"]);
+        // Not found until the metrics server has registered it.
+        let (found, out, _) = s
+            .kubectl(&["get", "apiservice", "v1beta1.metrics.k8s.io"])
+            .expect("kubectl");
+        found.then_some(())?;
         out.contains("kube-system/metrics-server").then_some(())?;
         out.contains("True").then_some(out)
     });
