@@ -472,3 +472,117 @@ spec:
     ok(&s, &["delete", "configmap", "free"]);
     ok(&s, &["get", "configmap", "kept"]);
 }
+
+#[test]
+fn the_authorizer_variable_checks_the_requesting_user() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = server(dir.path());
+    ok(
+        &s,
+        &[
+            "create",
+            "role",
+            "cm-maker",
+            "--verb=create,get,list",
+            "--resource=configmaps",
+        ],
+    );
+    ok(
+        &s,
+        &[
+            "create",
+            "rolebinding",
+            "cm-maker",
+            "--role=cm-maker",
+            "--user=jane",
+        ],
+    );
+    apply(
+        &s,
+        &policy(
+            "secret-deleters-only",
+            "",
+            "configmaps",
+            r#"  validations:
+  - expression: "authorizer.requestResource.check('create').allowed()"
+    message: "the request itself is not allowed"
+  - expression: "authorizer.group('').resource('secrets').namespace(request.namespace).check('delete').allowed()"
+    messageExpression: "'user ' + request.userInfo.username + ' may not delete secrets'"
+  - expression: "authorizer.path('/healthz').check('get').allowed()"
+    message: "healthz is public"
+"#,
+            "  validationActions: [Deny]\n",
+        ),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let err = loop {
+        let (created, _, err) = kubectl(
+            &s,
+            &[
+                "create",
+                "configmap",
+                "by-jane",
+                "--from-literal=a=b",
+                "--as=jane",
+            ],
+        );
+        if !created {
+            break err;
+        }
+        ok(&s, &["delete", "configmap", "by-jane"]);
+        assert!(Instant::now() < deadline, "the policy was never applied");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        err.contains("ValidatingAdmissionPolicy 'secret-deleters-only' with binding 'secret-deleters-only-binding' denied request: user jane may not delete secrets"),
+        "{err}"
+    );
+    // The cluster admin may delete secrets.
+    ok(
+        &s,
+        &["create", "configmap", "by-admin", "--from-literal=a=b"],
+    );
+    // Once jane may delete secrets, her create passes.
+    ok(
+        &s,
+        &[
+            "create",
+            "role",
+            "secret-deleter",
+            "--verb=delete",
+            "--resource=secrets",
+        ],
+    );
+    ok(
+        &s,
+        &[
+            "create",
+            "rolebinding",
+            "secret-deleter",
+            "--role=secret-deleter",
+            "--user=jane",
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (created, _, err) = kubectl(
+            &s,
+            &[
+                "create",
+                "configmap",
+                "by-jane",
+                "--from-literal=a=b",
+                "--as=jane",
+            ],
+        );
+        if created {
+            break;
+        }
+        assert!(err.contains("may not delete secrets"), "{err}");
+        assert!(
+            Instant::now() < deadline,
+            "jane's new role never counted: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -20,9 +20,14 @@ use serde_json::{Map, Value};
 
 use crate::crd::cel::plain_to_cel;
 
-/// The root context: every function of the Kubernetes CEL libraries, no variables.
+/// The root context: every function of the Kubernetes CEL libraries (the authorizer
+/// library included, [`super::cel_authz`]), no variables.
 pub fn root() -> &'static Context<'static> {
-    static ROOT: LazyLock<Context<'static>> = LazyLock::new(|| Context::default().with_all());
+    static ROOT: LazyLock<Context<'static>> = LazyLock::new(|| {
+        let mut ctx = Context::default().with_all();
+        super::cel_authz::register(&mut ctx);
+        ctx
+    });
     &ROOT
 }
 

@@ -12,6 +12,7 @@
 //! (the user) and what for (the request info) come from the request scope set by
 //! [`scope`] around each resource request.
 
+pub mod cel_authz;
 pub mod cel_env;
 pub mod default_toleration_seconds;
 pub mod delete;
@@ -681,6 +682,8 @@ pub struct Request {
     pub warnings: Warnings,
     /// The request's audit state, for plugins' audit annotations.
     pub audit: Option<crate::audit::AuditHandle>,
+    /// The authorizer the request was authorized by (CEL's `authorizer` variable).
+    pub authorizer: Option<crate::pipeline::AuthorizerHandle>,
 }
 
 /// Warnings collected while serving a request (upstream's `warning.AddWarning`).

@@ -23,9 +23,11 @@
 //! `object`, the stored object as `oldObject`, [`super::delete`]). Each variable is
 //! converted to CEL only as far as the policy's expressions read it ([`super::cel_env`]).
 //!
-//! Not done (see ARCHITECTURE.md): the `authorizer` variable, type checking (`cel` only
-//! parses; `status.typeChecking` is not written), CONNECT requests, the runtime cost
-//! budget.
+//! The `authorizer` variable ([`super::cel_authz`]) asks the authorizer the request was
+//! authorized by, for the request's user.
+//!
+//! Not done (see ARCHITECTURE.md): type checking (`cel` only parses;
+//! `status.typeChecking` is not written), CONNECT requests, the runtime cost budget.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -116,6 +118,7 @@ struct VarNeeds {
     request: bool,
     params: Needs,
     namespace: Needs,
+    authorizer: bool,
 }
 
 impl VarNeeds {
@@ -139,6 +142,7 @@ impl VarNeeds {
             request: Needs::of("request", programs()).used(),
             params: Needs::of("params", programs()),
             namespace: Needs::of("namespaceObject", programs()),
+            authorizer: Needs::of("authorizer", programs()).used(),
         }
     }
 }
@@ -403,6 +407,7 @@ impl Policy {
                 request: false,
                 params: Needs::default(),
                 namespace: Needs::default(),
+                authorizer: false,
             },
         };
         policy.needs = VarNeeds::new(&policy);
@@ -446,6 +451,8 @@ struct Req<'a> {
     obj: Option<&'a Map<String, Value>>,
     old: Option<&'a Map<String, Value>>,
     namespace: std::sync::OnceLock<Option<Map<String, Value>>>,
+    /// The request's parsed path (for `authorizer.requestResource`).
+    info: Option<&'a crate::request_info::RequestInfo>,
 }
 
 impl Req<'_> {
@@ -587,8 +594,9 @@ impl ValidatingAdmission for ValidatingAdmissionPolicy {
         if set.is_empty() {
             return Ok(());
         }
-        let info = super::current().map(|r| r.info);
-        let version = info.as_ref().map(|i| i.version.as_str()).unwrap_or("");
+        let current = super::current();
+        let info = current.as_ref().map(|r| &r.info);
+        let version = info.map(|i| i.version.as_str()).unwrap_or("");
         let meta_name = obj
             .or(old)
             .and_then(|o| o.get("metadata"))
@@ -601,6 +609,7 @@ impl ValidatingAdmission for ValidatingAdmissionPolicy {
             obj,
             old,
             namespace: std::sync::OnceLock::new(),
+            info,
         };
         let mut denied: Option<ApiError> = None;
         let mut audit_failures: Vec<Value> = Vec::new();
@@ -614,7 +623,13 @@ impl ValidatingAdmission for ValidatingAdmissionPolicy {
             {
                 continue;
             }
-            let outcomes = evaluate(super::cel_env::root(), lookup, &req, policy, binding);
+            let run = || evaluate(super::cel_env::root(), lookup, &req, policy, binding);
+            let outcomes = match current.as_ref().and_then(|r| r.authorizer.as_ref()) {
+                Some(a) if policy.needs.authorizer => {
+                    super::cel_authz::with(a.0.clone(), attrs.user, run)
+                }
+                _ => run(),
+            };
             for outcome in outcomes {
                 let mut actions = Vec::new();
                 let error_type;
@@ -785,6 +800,11 @@ fn evaluate(
             scope.add_variable_from_value("request", request.clone());
             scope.add_variable_from_value("params", needs.params.convert(param.as_object()));
             scope.add_variable_from_value("namespaceObject", namespace.clone());
+            if needs.authorizer
+                && let Some(info) = req.info
+            {
+                scope.add_variable_from_value("authorizer", super::cel_authz::variable(info));
+            }
             evaluate_with(&mut scope, policy)
         })
         .collect()
@@ -1035,6 +1055,7 @@ mod tests {
             obj: None,
             old: None,
             namespace: std::sync::OnceLock::new(),
+            info: None,
         };
         let rule = |v: Value| Rule::new(&v);
         let all = json!({"operations": ["CREATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]});

@@ -224,6 +224,10 @@ pub async fn dispatch(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
             }),
         warnings: crate::admission::Warnings::default(),
         audit: req.extensions().get::<crate::audit::AuditHandle>().cloned(),
+        authorizer: req
+            .extensions()
+            .get::<crate::pipeline::AuthorizerHandle>()
+            .cloned(),
     };
     let warnings = admission.warnings.clone();
     let (neg, r, streaming) = negotiate(&ctx, &admission.info, &req);

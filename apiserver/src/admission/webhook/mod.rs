@@ -15,7 +15,7 @@
 //!   object is sent as requested (not converted to the rule's version).
 //! - Exempt, as upstream: the admission configuration objects themselves. Writes made
 //!   inside the server (not through a request) never reach admission.
-//! - `matchConditions` (CEL over `object`, `oldObject` and `request`; no `authorizer`):
+//! - `matchConditions` (CEL over `object`, `oldObject`, `request` and `authorizer`):
 //!   any false skips the webhook; an error fails as calling it would (`failurePolicy`).
 
 pub mod client;
@@ -360,25 +360,39 @@ fn conditions_match(
         "request",
         kube_cel::cel::to_value(request).unwrap_or(Cel::Null),
     );
-    let mut errors = Vec::new();
-    for condition in &hook.match_conditions {
-        let name = &condition.name;
-        let result = match condition.program.as_ref() {
-            Ok(p) => p.execute(&ctx).map_err(|e| e.to_string()),
-            Err(e) => Err(e.clone()),
-        };
-        match result {
-            Ok(Cel::Bool(true)) => {}
-            Ok(Cel::Bool(false)) => return Ok(false),
-            Ok(_) => errors.push(format!(
-                "failed to evaluate match condition {name:?}: cel expression must evaluate to bool"
-            )),
-            Err(e) => errors.push(format!("failed to evaluate match condition {name:?}: {e}")),
-        }
+    // `authorizer` (upstream's authorizer library) asks the request's authorizer.
+    let current = crate::admission::current();
+    if let Some(r) = &current {
+        ctx.add_variable_from_value("authorizer", crate::admission::cel_authz::variable(&r.info));
     }
-    match errors.is_empty() {
-        true => Ok(true),
-        false => Err(errors.join(", ")),
+    let evaluate = || {
+        let mut errors = Vec::new();
+        for condition in &hook.match_conditions {
+            let name = &condition.name;
+            let result = match condition.program.as_ref() {
+                Ok(p) => p.execute(&ctx).map_err(|e| e.to_string()),
+                Err(e) => Err(e.clone()),
+            };
+            match result {
+                Ok(Cel::Bool(true)) => {}
+                Ok(Cel::Bool(false)) => return Ok(false),
+                Ok(_) => errors.push(format!(
+                    "failed to evaluate match condition {name:?}: cel expression must evaluate to bool"
+                )),
+                Err(e) => errors.push(format!("failed to evaluate match condition {name:?}: {e}")),
+            }
+        }
+        match errors.is_empty() {
+            true => Ok(true),
+            false => Err(errors.join(", ")),
+        }
+    };
+    match current
+        .as_ref()
+        .and_then(|r| Some((r.authorizer.as_ref()?, &r.user)))
+    {
+        Some((a, user)) => crate::admission::cel_authz::with(a.0.clone(), user, evaluate),
+        None => evaluate(),
     }
 }
 
