@@ -126,7 +126,7 @@ impl Wardle {
                     let _ = hyper_util::server::conn::auto::Builder::new(
                         hyper_util::rt::TokioExecutor::new(),
                     )
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tls), service)
                     .await;
                 });
                 tasks.lock().expect("lock").push(conn);
@@ -204,7 +204,7 @@ fn status(code: u16, reason: &str, message: &str) -> Value {
 
 /// One request to the extension server.
 async fn answer(
-    req: hyper::Request<hyper::body::Incoming>,
+    mut req: hyper::Request<hyper::body::Incoming>,
     proxy_ok: bool,
     seen: &Seen,
     flunders: &Flunders,
@@ -309,6 +309,23 @@ async fn answer(
             }
             store.push(((ns, name), obj.clone()));
             reply(201, &obj)
+        }
+        ("GET", [_, "flunders", _, "echo"]) if req.headers().contains_key("upgrade") => {
+            // An exec-style upgrade: after the 101, every byte is echoed.
+            let upgrade = hyper::upgrade::on(&mut req);
+            tokio::spawn(async move {
+                let Ok(upgraded) = upgrade.await else {
+                    return;
+                };
+                let (mut r, mut w) = tokio::io::split(hyper_util::rt::TokioIo::new(upgraded));
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+            Ok(hyper::Response::builder()
+                .status(101)
+                .header("connection", "Upgrade")
+                .header("upgrade", "test-echo")
+                .body(full(""))
+                .expect("response"))
         }
         ("GET", [_, "flunders", "hang"]) => {
             tokio::time::sleep(std::time::Duration::from_secs(30)).await;
@@ -780,6 +797,11 @@ fn an_extension_api_server_is_proxied_with_the_callers_identity_and_its_availabi
         streamed.contains("\"type\":\"ADDED\"") && streamed.contains("\"one\""),
         "{streamed}"
     );
+    // An upgrade (as exec's) is joined end to end after the extension server's 101.
+    assert_eq!(
+        upgrade_echo(&s, "ping-through-the-aggregator"),
+        "ping-through-the-aggregator"
+    );
     // A hanging extension server: the client's timeout, upstream's 504.
     let started = std::time::Instant::now();
     let hang = std::process::Command::new("curl")
@@ -862,4 +884,71 @@ fn an_extension_api_server_is_proxied_with_the_callers_identity_and_its_availabi
     assert_eq!(msg, "service/api in \"wardle\" is not present");
     let table = ok(&s, &["get", "apiservice", &name]);
     assert!(table.contains("False (ServiceNotFound)"), "{table}");
+}
+
+/// Sends an upgrade request for `flunders/one/echo` through the API server (HTTP/1.1, the
+/// admin's client certificate), then `text` over the upgraded stream; returns what came back.
+fn upgrade_echo(s: &ServerProcess, text: &str) -> String {
+    use rustls::pki_types::pem::PemObject as _;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let pki = s.data_dir.join("pki");
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in rustls::pki_types::CertificateDer::pem_file_iter(pki.join("ca.crt")).expect("ca") {
+        roots.add(ca.expect("ca")).expect("root");
+    }
+    let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_file_iter(pki.join("admin.crt"))
+        .expect("cert")
+        .map(|c| c.expect("cert"))
+        .collect();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(pki.join("admin.key")).expect("key");
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_client_auth_cert(certs, key)
+    .expect("client config");
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let port: u16 = s
+        .url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .expect("tls");
+        let request = format!(
+            "GET /apis/{GROUP}/{VERSION}/namespaces/wardle/flunders/one/echo HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: Upgrade\r\nUpgrade: test-echo\r\n\r\n"
+        );
+        tls.write_all(request.as_bytes()).await.expect("write");
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            let n = tokio::time::timeout(std::time::Duration::from_secs(10), tls.read(&mut byte))
+                .await
+                .expect("101 in time")
+                .expect("read");
+            assert!(n == 1, "closed after {:?}", String::from_utf8_lossy(&head));
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        tls.write_all(text.as_bytes()).await.expect("write");
+        let mut echoed = vec![0u8; text.len()];
+        tokio::time::timeout(std::time::Duration::from_secs(10), tls.read_exact(&mut echoed))
+            .await
+            .expect("echo in time")
+            .expect("read");
+        String::from_utf8_lossy(&echoed).into_owned()
+    })
 }
