@@ -33,6 +33,7 @@ pub mod registry;
 pub mod request_info;
 pub mod selector;
 pub mod server;
+pub mod service_endpoint;
 pub mod storage;
 pub mod tables;
 pub mod validation;

@@ -431,7 +431,7 @@ spec:
             .unwrap_or_default();
         (c["restartCount"].as_i64().unwrap_or(0) >= 1).then_some(())
     });
-    assert_eq!(ready(&s).0, false);
+    assert!(!ready(&s).0);
     let events = ok(
         &s,
         &[

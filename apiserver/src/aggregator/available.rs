@@ -14,10 +14,10 @@ use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 
 use super::client::Endpoint;
-use super::endpoints::{self, ResolveError};
 use super::table::ApiService;
 use super::{Aggregator, registration};
 use crate::registry;
+use crate::service_endpoint::{self as endpoints, ResolveError};
 
 /// How long the discovery check waits (upstream's client timeout).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);

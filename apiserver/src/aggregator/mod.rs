@@ -17,7 +17,6 @@
 pub mod available;
 pub mod client;
 pub mod discovery;
-pub mod endpoints;
 pub mod proxy;
 pub mod registration;
 pub mod table;

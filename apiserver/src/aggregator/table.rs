@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::endpoints::ServiceRef;
 use crate::registry;
+use crate::service_endpoint::ServiceRef;
 use crate::storage::Storage;
 
 /// One APIService.

@@ -20,7 +20,6 @@ use serde_json::Value;
 
 use super::transport::{self, Endpoint, TlsProfile};
 
-use crate::registry;
 use crate::storage::Storage;
 
 /// `clientConfig.service` of a webhook.
@@ -181,55 +180,28 @@ pub fn resolve(
     Ok(target)
 }
 
-fn read_json(storage: &Storage, key: &str) -> std::result::Result<Option<Value>, String> {
-    let stored = storage.get_local(key).map_err(|e| e.to_string())?;
-    Ok(stored.and_then(|s| serde_json::from_slice(&s.value).ok()))
-}
-
-/// A ready endpoint address and port of `svc`'s port, from its EndpointSlices.
+/// A ready endpoint address and port of `svc`'s port, from its EndpointSlices, with
+/// upstream's webhook error texts for a Service that cannot be reached.
 fn service_endpoint(
     storage: &Storage,
     svc: &ServiceRef,
 ) -> std::result::Result<(String, u16), String> {
-    let not_found = || format!("service {:?} not found", svc.name);
-    let services = registry::catalog::find("", "v1", "services").ok_or_else(not_found)?;
-    let service = read_json(storage, &registry::key(services, &svc.namespace, &svc.name))?
-        .ok_or_else(not_found)?;
-    let port = service["spec"]["ports"]
-        .as_array()
-        .and_then(|ports| ports.iter().find(|p| p["port"] == svc.port))
-        .ok_or_else(|| format!("service {:?} does not have port {}", svc.name, svc.port))?;
-    let port_name = port["name"].as_str().unwrap_or("");
-    let unavailable = || format!("no endpoints available for service {:?}", svc.name);
-    let slices = registry::catalog::find("discovery.k8s.io", "v1", "endpointslices")
-        .ok_or_else(unavailable)?;
-    let (items, _) = storage.shared_list(&registry::prefix(slices, &svc.namespace));
-    for item in items {
-        let Ok(slice) = serde_json::from_slice::<Value>(&item.value) else {
-            continue;
-        };
-        if slice["metadata"]["labels"]["kubernetes.io/service-name"] != svc.name.as_str() {
-            continue;
+    use crate::service_endpoint::{self as shared, ResolveError};
+    let target = shared::ServiceRef {
+        namespace: svc.namespace.clone(),
+        name: svc.name.clone(),
+        port: svc.port,
+    };
+    shared::resolve(storage, &target).map_err(|e| match e {
+        ResolveError::ServiceNotFound => format!("service {:?} not found", svc.name),
+        ResolveError::PortNotFound => {
+            format!("service {:?} does not have port {}", svc.name, svc.port)
         }
-        let Some(target_port) = slice["ports"].as_array().and_then(|ports| {
-            ports
-                .iter()
-                .find(|p| p["name"].as_str().unwrap_or("") == port_name)
-                .and_then(|p| p["port"].as_u64())
-                .and_then(|p| u16::try_from(p).ok())
-        }) else {
-            continue;
-        };
-        let ready = slice["endpoints"].as_array().and_then(|eps| {
-            eps.iter()
-                .filter(|e| e["conditions"]["ready"] != false)
-                .find_map(|e| e["addresses"][0].as_str())
-        });
-        if let Some(ip) = ready {
-            return Ok((ip.to_owned(), target_port));
+        ResolveError::NoSlices | ResolveError::MissingEndpoints(_) => {
+            format!("no endpoints available for service {:?}", svc.name)
         }
-    }
-    Err(unavailable())
+        ResolveError::Access(e) => e,
+    })
 }
 
 /// The TLS profile trusting `ca_bundle` (base64 of PEM) only, built once per bundle.

@@ -1,18 +1,16 @@
-//! A Service's endpoint, found through its EndpointSlices as kube-aggregator's
-//! `ServiceResolver` does when there is no kube-proxy (upstream's `--enable-aggregator-routing`):
-//! the Service port named by the APIService, its name matched in the slices' ports, the first
-//! ready address. The failures are told apart for the availability conditions.
-//!
-//! (`admission/webhook/client.rs` has a private resolver of the same shape; this one also
-//! distinguishes a missing Service from missing endpoints, as the availability controller
-//! reports them.)
+//! A Service's endpoint, found through its EndpointSlices as kube-aggregator's and the
+//! webhook clients' `ServiceResolver` does when there is no kube-proxy (upstream's
+//! `--enable-aggregator-routing`): the Service port asked for, its name matched in the slices'
+//! ports, the first ready address. The failures are told apart for the aggregator's
+//! availability conditions; admission and conversion webhooks (`admission/webhook/client.rs`)
+//! turn them into upstream's webhook error texts.
 
 use serde_json::Value;
 
 use crate::registry;
 use crate::storage::Storage;
 
-/// `spec.service` of an APIService.
+/// A Service port: `spec.service` of an APIService, `clientConfig.service` of a webhook.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ServiceRef {
     /// Namespace of the Service.
