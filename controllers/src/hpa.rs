@@ -62,32 +62,6 @@ struct History {
 
 type Shared = Arc<Mutex<History>>;
 
-/// Parses a quantity into base units.
-fn quantity(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let v: f64 = num.parse().ok()?;
-    let f = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        _ => return None,
-    };
-    Some(v * f)
-}
-
 /// A quantity as upstream prints a metric value (`NewMilliQuantity`: milli-units, `m`
 /// dropped when whole).
 fn milli_quantity(v: f64) -> String {
@@ -140,7 +114,7 @@ async fn pod_metrics(
         for c in item.data["containers"].as_array().into_iter().flatten() {
             sum += c["usage"][resource]
                 .as_str()
-                .and_then(quantity)
+                .and_then(lean::quantity::to_f64)
                 .unwrap_or(0.0);
         }
         usage.insert(name, sum);
@@ -157,7 +131,7 @@ fn pod_request(pod: &Pod, resource: &str) -> Result<f64, String> {
             .as_ref()
             .and_then(|r| r.requests.as_ref())
             .and_then(|r| r.get(resource))
-            .and_then(|q| quantity(&q.0));
+            .and_then(|q| lean::quantity::to_f64(&q.0));
         match req {
             Some(r) => sum += r,
             None => {
@@ -722,7 +696,7 @@ async fn sync(
             .target
             .average_value
             .as_ref()
-            .and_then(|q| quantity(&q.0));
+            .and_then(|q| lean::quantity::to_f64(&q.0));
         let utilization = if res.target.type_ == "Utilization" {
             res.target.average_utilization
         } else {
@@ -939,7 +913,7 @@ mod tests {
 
     #[test]
     fn quantities_and_policy_limits() {
-        assert_eq!(quantity("250000000n"), Some(0.25));
+        assert_eq!(lean::quantity::to_f64("250000000n"), Some(0.25));
         assert_eq!(milli_quantity(0.25), "250m");
         let r = HPAScalingRules {
             select_policy: Some("Max".into()),

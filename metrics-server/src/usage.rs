@@ -25,37 +25,6 @@ pub const NODE_CPU_OVERHEAD_NANOS: u64 = 50_000_000;
 /// Memory a node uses besides its pods: 256 MiB.
 pub const NODE_MEMORY_OVERHEAD_BYTES: u64 = 256 << 20;
 
-/// Parses a Kubernetes quantity into its value in base units (cores, bytes).
-pub fn parse_quantity(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let value: f64 = num.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(value * factor)
-}
-
 /// Usage of one container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerUsage {
@@ -74,7 +43,7 @@ fn amount(c: &Container, which: &str, resource: &str) -> Option<f64> {
     } else {
         r.limits.as_ref()
     };
-    parse_quantity(&map?.get(resource)?.0)
+    lean::quantity::to_f64(&map?.get(resource)?.0)
 }
 
 fn default_usage(c: &Container, resource: &str, idle: u64, scale: f64) -> u64 {
@@ -115,10 +84,10 @@ pub fn pod_usage(pod: &Pod) -> Vec<ContainerUsage> {
     let annotations = pod.metadata.annotations.as_ref();
     let cpu_override = annotations
         .and_then(|a| a.get(CPU_ANNOTATION))
-        .and_then(|q| parse_quantity(q));
+        .and_then(|q| lean::quantity::to_f64(q));
     let memory_override = annotations
         .and_then(|a| a.get(MEMORY_ANNOTATION))
-        .and_then(|q| parse_quantity(q));
+        .and_then(|q| lean::quantity::to_f64(q));
     let cpu: Vec<u64> = match cpu_override {
         Some(total) => shares(&spec.containers, "cpu", total * 1e9),
         None => spec
@@ -160,12 +129,12 @@ mod tests {
 
     #[test]
     fn quantities_parse_in_base_units() {
-        assert_eq!(parse_quantity("250m"), Some(0.25));
-        assert_eq!(parse_quantity("2"), Some(2.0));
-        assert_eq!(parse_quantity("64Mi"), Some(64.0 * 1024.0 * 1024.0));
-        assert_eq!(parse_quantity("1500000n"), Some(0.0015));
-        assert_eq!(parse_quantity("1e3"), Some(1000.0));
-        assert_eq!(parse_quantity("x"), None);
+        assert_eq!(lean::quantity::to_f64("250m"), Some(0.25));
+        assert_eq!(lean::quantity::to_f64("2"), Some(2.0));
+        assert_eq!(lean::quantity::to_f64("64Mi"), Some(64.0 * 1024.0 * 1024.0));
+        assert_eq!(lean::quantity::to_f64("1500000n"), Some(0.0015));
+        assert_eq!(lean::quantity::to_f64("1e3"), Some(1000.0));
+        assert_eq!(lean::quantity::to_f64("x"), None);
     }
 
     #[test]
