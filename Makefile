@@ -4,7 +4,7 @@ DATA_DIR ?= $(CURDIR)/.capstan
 STORE_URL ?= http://127.0.0.1:2379
 SECURE_PORT ?= 6443
 
-.PHONY: all build build-release run run-store test test-deps test-faults lint bench bench-store bench-api bench-scheduler bench-controllers bench-memory clean
+.PHONY: all build build-release run run-store test test-deps test-faults lint bench bench-store bench-api bench-scheduler bench-controllers bench-memory bench-kbench clean
 
 all: build
 
@@ -94,6 +94,15 @@ bench-memory:
 	@test -f $(KBENCH_SRC)/Cargo.toml || { echo "bench-memory: kbench sources not found in $(KBENCH_SRC) (set KBENCH_SRC=...)"; exit 1; }
 	$(CARGO) build --release --manifest-path $(KBENCH_SRC)/Cargo.toml --target-dir target/kbench
 	KBENCH=$(CURDIR)/target/kbench/release/kbench $(CARGO) bench -p e2e --bench memory
+
+## bench-kbench: issue 26's whole table with kbench (RSS idle / 100k held / after bursts,
+## creates at 1/32/128 connections, GETs, watch fan-out) against a release `capstan server`;
+## `scripts/kbench-table.sh OTHER_BINARY` compares another build.
+bench-kbench:
+	$(CARGO) build --release -p capstan
+	@test -f $(KBENCH_SRC)/Cargo.toml || { echo "bench-kbench: kbench sources not found in $(KBENCH_SRC) (set KBENCH_SRC=...)"; exit 1; }
+	$(CARGO) build --release --manifest-path $(KBENCH_SRC)/Cargo.toml --target-dir target/kbench
+	scripts/kbench-table.sh target/release/capstan target/kbench/release/kbench
 
 clean:
 	$(CARGO) clean
