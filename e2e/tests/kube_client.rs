@@ -53,7 +53,9 @@ async fn reads_at_future_resource_versions_wait_then_time_out_with_504() {
         .and_then(|v| v.parse().ok())
         .expect("list resourceVersion");
 
-    // One revision ahead: the read waits until a write reaches it.
+    // One revision ahead: the read waits until a write reaches it. The server writes in the
+    // background too (leases, APIService conditions), so the revision it waits for need not be
+    // ours: it must not answer older than `ahead`, and must show `c1` once at its revision.
     let ahead = (now + 1).to_string();
     let params = ListParams::default()
         .at(&ahead)
@@ -63,18 +65,53 @@ async fn reads_at_future_resource_versions_wait_then_time_out_with_504() {
         let params = params.clone();
         tokio::spawn(async move { cms.list(&params).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    timeout(STEP, cms.create(&PostParams::default(), &config_map("c1")))
+    let created = timeout(STEP, cms.create(&PostParams::default(), &config_map("c1")))
         .await
         .expect("create in time")
         .expect("create");
+    let created_rv: i64 = created
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("created resourceVersion");
     let caught_up = timeout(STEP, waiting)
         .await
         .expect("waiting list finishes")
         .expect("task")
         .expect("the list succeeds once the store reaches its resourceVersion");
+    let listed_rv: i64 = caught_up
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("list resourceVersion");
     assert!(
-        caught_up
+        listed_rv > now,
+        "answered at {listed_rv}, older than {ahead}"
+    );
+    let has_c1 = caught_up
+        .items
+        .iter()
+        .any(|c| c.metadata.name.as_deref() == Some("c1"));
+    assert_eq!(
+        has_c1,
+        listed_rv >= created_rv,
+        "a list at {listed_rv} and c1 written at {created_rv}"
+    );
+    let later = timeout(
+        STEP,
+        cms.list(
+            &ListParams::default()
+                .at(&created_rv.to_string())
+                .matching(VersionMatch::NotOlderThan),
+        ),
+    )
+    .await
+    .expect("list in time")
+    .expect("list");
+    assert!(
+        later
             .items
             .iter()
             .any(|c| c.metadata.name.as_deref() == Some("c1"))
