@@ -1,6 +1,7 @@
 //! The server's concurrency limit as kube-apiserver applies it with API Priority and
 //! Fairness on (its default): `--max-requests-inflight` + `--max-mutating-requests-inflight`
-//! seats shared by every request that is not long-running (watches), a bounded FIFO queue
+//! seats shared by every request that is not long-running (watches; log, exec, attach,
+//! port-forward and proxy streams), a bounded FIFO queue
 //! for the requests that find no free seat — so a brief burst waits instead of failing —
 //! and 429 TooManyRequests (`Retry-After: 1`) only when the queue is full or a request has
 //! waited [`WAIT_LIMIT`]. Members of `system:masters` are exempt, as upstream's `exempt`
@@ -94,6 +95,18 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// Upstream's `BasicLongRunningRequestCheck` as kube-apiserver configures it: the verbs
+/// `watch` and `proxy`, and the subresources `attach`, `exec`, `proxy`, `log` and
+/// `portforward` hold no seat (a stream may last for hours).
+fn is_long_running(info: &RequestInfo) -> bool {
+    matches!(info.verb.as_str(), "watch" | "proxy")
+        || (info.is_resource
+            && matches!(
+                info.subresource.as_str(),
+                "attach" | "exec" | "proxy" | "log" | "portforward"
+            ))
+}
+
 /// Middleware: serves the request in a seat, waiting in the queue for one if need be.
 pub async fn layer(fc: Arc<FlowControl>, req: Request, next: Next) -> Response {
     let (long_running, mutating) =
@@ -101,7 +114,7 @@ pub async fn layer(fc: Arc<FlowControl>, req: Request, next: Next) -> Response {
             .get::<RequestInfo>()
             .map_or((false, false), |info| {
                 (
-                    info.verb == "watch",
+                    is_long_running(info),
                     matches!(
                         info.verb.as_str(),
                         "create" | "update" | "patch" | "delete" | "deletecollection"
@@ -181,6 +194,25 @@ mod tests {
         let release = Arc::new(Semaphore::new(0));
         let app = app(Arc::clone(&fc), Arc::clone(&release));
         (metrics, fc, release, app)
+    }
+
+    #[test]
+    fn streams_are_long_running_as_upstream() {
+        use http::Method;
+        let info = |m: Method, p: &str| RequestInfo::parse(&m, p, None);
+        for p in ["log", "exec", "attach", "portforward", "proxy"] {
+            let path = format!("/api/v1/namespaces/default/pods/web/{p}");
+            assert!(is_long_running(&info(Method::GET, &path)), "{p}");
+            assert!(is_long_running(&info(Method::POST, &path)), "{p}");
+        }
+        assert!(!is_long_running(&info(
+            Method::GET,
+            "/api/v1/namespaces/default/pods/web/status"
+        )));
+        assert!(!is_long_running(&info(
+            Method::GET,
+            "/api/v1/namespaces/default/pods"
+        )));
     }
 
     /// Yields until `done` holds.
