@@ -30,3 +30,9 @@ pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
 #[cfg(test)]
 mod tests;
+
+/// Response extension marking a body that is streamed as it is written (a cached LIST) and
+/// already ends with Go's newline: when plain JSON was asked for it passes [`respond::finish`]
+/// untouched instead of being gathered into one buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Streamed;

@@ -81,6 +81,12 @@ pub async fn finish(resp: Response, neg: &Negotiated, r: Option<&ResourceInfo>) 
     }
     let failed = !resp.status().is_success();
     let out = if failed { neg.error } else { Some(neg.output) };
+    if !failed
+        && out.is_some_and(|o| o.is_plain())
+        && resp.extensions().get::<super::Streamed>().is_some()
+    {
+        return resp;
+    }
     let (mut parts, body) = resp.into_parts();
     let bytes = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(b) => b,

@@ -4,7 +4,11 @@
 //! writing their stored bytes into the response instead of decoding and re-encoding each.
 //! Everything else (pages, exact revisions, a cache not built yet) reads the store.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
 
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
@@ -13,7 +17,7 @@ use serde_json::{Map, Value, json};
 use super::{Ctx, Filter, Query, Render, stored_fields, table_response};
 use crate::error::Result;
 use crate::registry::{self, catalog::ResourceInfo};
-use crate::watch_cache::{Meta, Snapshot};
+use crate::watch_cache::{CachedObject, Meta, Snapshot};
 
 /// How long a read waits for the cache to catch up before it reads the store instead.
 const CATCH_UP: Duration = Duration::from_secs(3);
@@ -123,27 +127,88 @@ pub(super) async fn list(
             render.include,
         ))));
     }
-    let size: usize = snap.objects.iter().map(|o| o.json_len() + 1).sum();
-    let mut out = Vec::with_capacity(size + 256);
-    out.extend_from_slice(b"{\"kind\":");
-    serde_json::to_writer(&mut out, &format!("{}List", r.kind)).unwrap_or_default();
-    out.extend_from_slice(b",\"apiVersion\":");
-    serde_json::to_writer(&mut out, &registry::api_version(r)).unwrap_or_default();
-    out.extend_from_slice(b",\"metadata\":{\"resourceVersion\":\"");
-    out.extend_from_slice(snap.revision.to_string().as_bytes());
-    out.extend_from_slice(b"\"},\"items\":[");
-    for (i, o) in items.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        o.write_json(&mut out);
-    }
-    out.extend_from_slice(b"]}");
-    let resp = (
+    let mut head = Vec::with_capacity(128);
+    head.extend_from_slice(b"{\"kind\":");
+    serde_json::to_writer(&mut head, &format!("{}List", r.kind)).unwrap_or_default();
+    head.extend_from_slice(b",\"apiVersion\":");
+    serde_json::to_writer(&mut head, &registry::api_version(r)).unwrap_or_default();
+    head.extend_from_slice(b",\"metadata\":{\"resourceVersion\":\"");
+    head.extend_from_slice(snap.revision.to_string().as_bytes());
+    head.extend_from_slice(b"\"},\"items\":[");
+    let objects: Vec<Arc<CachedObject>> = items.cloned().collect();
+    let mut resp = (
         StatusCode::OK,
         [(http::header::CONTENT_TYPE, "application/json")],
-        out,
+        Body::from_stream(futures_util::stream::iter(
+            ListChunks::new(head, objects).map(Ok::<_, std::convert::Infallible>),
+        )),
     )
         .into_response();
+    resp.extensions_mut().insert(crate::codec::Streamed);
     Ok(Some(resp))
+}
+
+/// Bytes a streamed list body gathers before it hands a chunk to the connection.
+const CHUNK: usize = 64 * 1024;
+
+/// A cached LIST's body written lazily, one chunk of about [`CHUNK`] bytes at a time, so a
+/// list of 100k objects never exists as one buffer: the snapshot's objects are shared with
+/// the cache (`Arc`s) and each is written out when the connection asks for more.
+struct ListChunks {
+    /// The list's opening bytes, until the first chunk takes them.
+    head: Option<Vec<u8>>,
+    objects: std::vec::IntoIter<Arc<CachedObject>>,
+    first: bool,
+    done: bool,
+}
+
+impl ListChunks {
+    fn new(head: Vec<u8>, objects: Vec<Arc<CachedObject>>) -> ListChunks {
+        ListChunks {
+            head: Some(head),
+            objects: objects.into_iter(),
+            first: true,
+            done: false,
+        }
+    }
+}
+
+impl Iterator for ListChunks {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        let mut out = self.head.take().unwrap_or_default();
+        out.reserve(CHUNK);
+        while out.len() < CHUNK {
+            let Some(o) = self.objects.next() else {
+                // Go's encoder ends the document with a newline.
+                out.extend_from_slice(b"]}\n");
+                self.done = true;
+                break;
+            };
+            if !self.first {
+                out.push(b',');
+            }
+            self.first = false;
+            o.write_json(&mut out);
+        }
+        Some(Bytes::from(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_join_into_one_document() {
+        let head = b"{\"items\":[".to_vec();
+        let empty: Vec<u8> = ListChunks::new(head.clone(), Vec::new())
+            .flatten()
+            .collect();
+        assert_eq!(empty, b"{\"items\":[]}\n");
+    }
 }

@@ -2,11 +2,12 @@
 //! store's history, decoding each change once and applying it to the objects and the window.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
-use super::{CachedEvent, CachedObject, EventKind, Resource, WINDOW};
+use super::{CachedEvent, CachedObject, EventKind, LINES_KEPT, Resource, WINDOW};
 use crate::storage::{SharedChange, Storage};
 
 /// Changes pulled from the store per read.
@@ -19,6 +20,9 @@ pub(super) async fn run(storage: Storage, resource: Arc<Resource>) {
         return;
     };
     loop {
+        if resource.evicted.load(Ordering::Relaxed) {
+            return;
+        }
         match storage.shared_changes(&resource.prefix, next, PULL) {
             Ok((changes, after)) => {
                 apply(&resource, changes, after - 1, storage.compacted_revision());
@@ -86,6 +90,7 @@ fn apply(resource: &Resource, changes: Vec<SharedChange>, revision: i64, compact
         .collect();
     {
         let mut state = resource.write();
+        let before = state.events.len();
         for (change, obj) in decoded {
             let prev = state.objects.get(&change.key).cloned().or_else(|| {
                 let (value, rev) = change.prev.clone()?;
@@ -125,6 +130,22 @@ fn apply(resource: &Resource, changes: Vec<SharedChange>, revision: i64, compact
                 }
             };
             state.events.push_back(Arc::new(event));
+        }
+        // Events that just fell out of the newest LINES_KEPT drop their serialised line.
+        let len = state.events.len();
+        let aged = before.saturating_sub(LINES_KEPT)..len.saturating_sub(LINES_KEPT);
+        for i in aged {
+            if let Some(e) = state.events.get_mut(i)
+                && e.line.get().is_some()
+            {
+                *e = Arc::new(CachedEvent {
+                    revision: e.revision,
+                    kind: e.kind,
+                    object: Arc::clone(&e.object),
+                    prev: e.prev.clone(),
+                    line: OnceLock::new(),
+                });
+            }
         }
         let excess = state.events.len().saturating_sub(WINDOW);
         if excess > 0 {

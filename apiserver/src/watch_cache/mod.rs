@@ -20,8 +20,9 @@ mod object;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::watch;
@@ -32,6 +33,15 @@ use crate::storage::{Storage, prefix_end};
 
 /// Events kept per resource.
 const WINDOW: usize = 10_000;
+
+/// How many of the newest events keep their serialised line: watchers read events within
+/// moments of their arrival, so older lines are dropped (rebuilt on demand for a watch that
+/// starts far back) instead of holding a second copy of every object in the window.
+const LINES_KEPT: usize = 1_000;
+
+/// A resource's cache that nobody has listed or watched for this long is dropped (its
+/// feeder stops); the next reader builds it again from the store.
+const IDLE: Duration = Duration::from_secs(600);
 
 /// What a change did to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +125,10 @@ struct Resource {
     state: RwLock<State>,
     /// The revision the cache is complete up to (moves after `state` changed).
     tail: watch::Sender<i64>,
+    /// Milliseconds since the cache's epoch of the last list or watch that used it.
+    last_used: AtomicU64,
+    /// Set when the cache was dropped for idleness: its feeder stops.
+    evicted: AtomicBool,
 }
 
 impl Resource {
@@ -151,10 +165,17 @@ pub struct ResourceUsage {
     pub bytes: usize,
 }
 
-/// Caches of every listed or watched resource, created on first use.
+/// Caches of every listed or watched resource, created on first use and dropped after
+/// [`IDLE`] without readers.
 pub struct WatchCache {
     storage: Storage,
-    resources: Mutex<HashMap<String, Arc<Resource>>>,
+    resources: Arc<Mutex<HashMap<String, Arc<Resource>>>>,
+    /// The clock `Resource::last_used` counts from.
+    epoch: Instant,
+    /// How long an unused cache is kept.
+    idle: Duration,
+    /// Whether the sweeper dropping idle caches runs.
+    sweeping: AtomicBool,
 }
 
 /// A reader's view of one resource's window.
@@ -192,21 +213,41 @@ impl Subscription {
 impl WatchCache {
     /// A cache over `storage`.
     pub fn new(storage: Storage) -> Self {
+        Self::with_idle(storage, IDLE)
+    }
+
+    /// A cache over `storage` whose unused resources are dropped after `idle`.
+    pub fn with_idle(storage: Storage, idle: Duration) -> Self {
         WatchCache {
             storage,
-            resources: Mutex::new(HashMap::new()),
+            resources: Arc::new(Mutex::new(HashMap::new())),
+            epoch: Instant::now(),
+            idle,
+            sweeping: AtomicBool::new(false),
         }
+    }
+
+    fn now_ms(epoch: Instant) -> u64 {
+        u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// The cache of the resource stored under `prefix` (the all-namespaces prefix), whose
     /// selectable fields beyond name and namespace are `fields`; its feeder starts on first
     /// use.
     fn resource(&self, prefix: &str, fields: &[&'static str]) -> Arc<Resource> {
+        if !self.sweeping.swap(true, Ordering::Relaxed) {
+            tokio::spawn(sweep(
+                Arc::downgrade(&self.resources),
+                self.epoch,
+                self.idle,
+            ));
+        }
+        let now = Self::now_ms(self.epoch);
         let mut resources = self
             .resources
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        resources
+        let resource = resources
             .entry(prefix.to_owned())
             .or_insert_with(|| {
                 let (tail, _) = watch::channel(0);
@@ -219,11 +260,28 @@ impl WatchCache {
                         .collect(),
                     state: RwLock::new(State::default()),
                     tail,
+                    last_used: AtomicU64::new(now),
+                    evicted: AtomicBool::new(false),
                 });
                 tokio::spawn(feed::run(self.storage.clone(), Arc::clone(&resource)));
                 resource
             })
-            .clone()
+            .clone();
+        resource.last_used.store(now, Ordering::Relaxed);
+        resource
+    }
+
+    /// Storage prefixes of the resources cached now.
+    pub fn cached(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .resources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        out.sort();
+        out
     }
 
     /// What every resource's cache holds (a walk of each under its read lock).
@@ -327,6 +385,39 @@ impl WatchCache {
     }
 }
 
+/// Every `idle / 4`, drops the caches nobody holds a subscription to and nobody listed
+/// for `idle` (upstream's cacher keeps every resource forever; here a resource nobody reads
+/// costs nothing). Ends when the [`WatchCache`] is dropped.
+async fn sweep(
+    resources: Weak<Mutex<HashMap<String, Arc<Resource>>>>,
+    epoch: Instant,
+    idle: Duration,
+) {
+    let period = (idle / 4).max(Duration::from_millis(10));
+    let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+    loop {
+        tokio::time::sleep(period).await;
+        let Some(resources) = resources.upgrade() else {
+            return;
+        };
+        let now = WatchCache::now_ms(epoch);
+        let mut map = resources.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|prefix, r| {
+            // Held by the map and its feeder only: no subscription, no reader in flight
+            // (readers clone the `Arc` under this lock).
+            let unused = Arc::strong_count(r) <= 2
+                && now.saturating_sub(r.last_used.load(Ordering::Relaxed)) >= idle_ms;
+            if unused {
+                tracing::debug!(prefix = %prefix, "watch cache: dropped an unused resource");
+                r.evicted.store(true, Ordering::Relaxed);
+                // Wakes nobody but lets the feeder see `evicted` at its next change.
+                r.tail.send_modify(|_| {});
+            }
+            !unused
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,6 +496,30 @@ mod tests {
         );
         assert_eq!(seen[1].kind, EventKind::Deleted);
         assert_eq!(rv(&seen[1].object), gone.to_string());
+
+        // A resource nobody subscribes to or lists is dropped after the idle time; one
+        // with a subscription stays.
+        let idle = WatchCache::with_idle(storage.clone(), Duration::from_millis(200));
+        let other = "/registry/core/secrets/";
+        idle.snapshot(PREFIX, &[], PREFIX, 0, wait).await.unwrap();
+        idle.snapshot(other, &[], other, 0, wait).await.unwrap();
+        let held = idle.subscribe(PREFIX, &[]);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while idle.cached().len() > 1 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{:?}",
+                idle.cached()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(idle.cached(), vec![PREFIX.to_owned()]);
+        drop(held);
+        // Built again on the next read, complete.
+        let again = idle.snapshot(other, &[], other, 0, wait).await.unwrap();
+        assert!(again.objects.is_empty());
+        let cms = idle.snapshot(PREFIX, &[], PREFIX, 0, wait).await.unwrap();
+        assert_eq!(cms.objects.len(), 1, "x was deleted above");
 
         // History the store compacted is not served from the window.
         storage.compact(gone).await.unwrap();
