@@ -13,6 +13,8 @@ zero value of a non-pointer `omitempty` field, and keeps it for pointers (an exp
   keep-zero  a zero scalar on the wire is kept in JSON (pointer field, or no omitempty)
   inline     the field is an embedded struct whose fields JSON inlines into the parent
   json=NAME  the JSON name differs from the proto field name (e.g. `uID` is `uid`)
+  pointer    the Go field is a pointer: Go's protobuf encoding writes it only when set (a
+             non-pointer scalar or struct is always written, zero or not)
 """
 
 import os
@@ -65,6 +67,8 @@ def scan(directory, package, out):
                     out.append(f"{msg} {number} inline")
                 elif typ.startswith("*") or "omitempty" not in json_opts[1:]:
                     out.append(f"{msg} {number} keep-zero")
+                if typ.startswith("*"):
+                    out.append(f"{msg} {number} pointer")
 
 
 def main():

@@ -20,6 +20,7 @@ pub mod negotiate;
 pub mod ordered;
 pub mod partial;
 mod protobuf;
+pub mod protobuf_encode;
 pub mod respond;
 pub mod yaml;
 

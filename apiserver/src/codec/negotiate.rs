@@ -10,9 +10,9 @@
 //! - `stream` must be `watch` and the media type must have a stream form (not YAML);
 //! - `sv` must be `v1`; `pretty=1` asks for indented JSON.
 //!
-//! Nothing matching is upstream's 406 `NotAcceptable`. This server does not write protobuf
-//! yet: a protobuf clause is passed over for the next one this server can write, and when
-//! there is none the answer is JSON (what protobuf clients get today).
+//! Nothing matching is upstream's 406 `NotAcceptable`. A protobuf clause gives
+//! [`Media::Protobuf`], which remembers whether a later clause accepts JSON: kinds without a
+//! protobuf message are then answered in JSON, as upstream's per-type negotiation does.
 
 use crate::error::ApiError;
 
@@ -29,6 +29,12 @@ pub enum Media {
     Json,
     /// `application/yaml`.
     Yaml,
+    /// `application/vnd.kubernetes.protobuf` (see `codec::protobuf_encode`).
+    Protobuf {
+        /// A later clause accepts JSON: a kind without a protobuf message is answered in
+        /// JSON instead of a 406.
+        json_fallback: bool,
+    },
 }
 
 /// The `meta.k8s.io` version a conversion asks for.
@@ -248,7 +254,7 @@ fn negotiate_media(
             convert: None,
         });
     }
-    let mut protobuf = None;
+    let mut protobuf: Option<Output> = None;
     for clause in parse_accept(accept) {
         for media in MEDIA {
             let matches = (clause.kind == media.0 && (clause.sub == media.1 || clause.sub == "*"))
@@ -261,27 +267,38 @@ fn negotiate_media(
             };
             if stream && !media.2 {
                 // Upstream picks the media type first and then finds it has no stream form.
-                return None;
+                protobuf?;
+                break;
             }
             let out = Output {
-                media: if media.1 == "yaml" {
-                    Media::Yaml
-                } else {
-                    Media::Json
+                media: match media.1 {
+                    "yaml" => Media::Yaml,
+                    "json" => Media::Json,
+                    _ => Media::Protobuf {
+                        json_fallback: false,
+                    },
                 },
                 pretty: (pretty || pretty_param) && media.1 == "json",
                 convert,
             };
-            if media.1 == "vnd.kubernetes.protobuf" {
-                // Not written by this server: the next acceptable clause, else JSON.
-                protobuf.get_or_insert(Output {
-                    media: Media::Json,
-                    pretty: false,
-                    convert,
-                });
-                break;
+            match (protobuf, out.media) {
+                // The first acceptable clause is protobuf: look on for a JSON one (the
+                // answer for kinds without a protobuf message).
+                (None, Media::Protobuf { .. }) => {
+                    protobuf = Some(out);
+                    break;
+                }
+                (None, _) => return Some(out),
+                (Some(p), Media::Json) if p.convert == out.convert => {
+                    return Some(Output {
+                        media: Media::Protobuf {
+                            json_fallback: true,
+                        },
+                        ..p
+                    });
+                }
+                (Some(_), _) => break,
             }
-            return Some(out);
         }
     }
     protobuf
@@ -357,14 +374,63 @@ mod tests {
         assert_eq!(
             negotiate(client_go, false, RES),
             out(
-                Media::Json,
+                Media::Protobuf {
+                    json_fallback: true
+                },
                 false,
                 Some(Convert::PartialObjectMetadata(MetaVersion::V1))
             )
         );
         assert_eq!(
             negotiate("application/vnd.kubernetes.protobuf", true, RES),
+            out(
+                Media::Protobuf {
+                    json_fallback: false
+                },
+                false,
+                None
+            )
+        );
+        // kubectl's protobuf-first Accept.
+        assert_eq!(
+            negotiate(
+                "application/vnd.kubernetes.protobuf,application/json",
+                false,
+                RES
+            ),
+            out(
+                Media::Protobuf {
+                    json_fallback: true
+                },
+                false,
+                None
+            )
+        );
+        // Custom resources have no protobuf form: the JSON clause.
+        assert_eq!(
+            negotiate(
+                "application/vnd.kubernetes.protobuf,application/json",
+                false,
+                Restrictions::Resource { custom: true }
+            ),
             out(Media::Json, false, None)
+        );
+        assert!(
+            negotiate_resource("application/vnd.kubernetes.protobuf", false, true, false).is_err()
+        );
+        // Watches: the stream form.
+        assert_eq!(
+            negotiate_resource(
+                "application/vnd.kubernetes.protobuf;stream=watch,application/json;stream=watch",
+                false,
+                false,
+                true
+            )
+            .unwrap()
+            .media,
+            Media::Protobuf {
+                json_fallback: true
+            }
         );
         assert_eq!(
             negotiate("application/yaml", true, RES),

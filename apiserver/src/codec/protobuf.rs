@@ -29,7 +29,7 @@ use prost_reflect::{
 use serde_json::{Map, Number, Value};
 
 /// The magic prefix of every Kubernetes protobuf body.
-const MAGIC: &[u8; 4] = b"k8s\0";
+pub(super) const MAGIC: &[u8; 4] = b"k8s\0";
 
 /// The descriptor set `build.rs` compiles from `apiserver/proto/`.
 const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/k8s_descriptors.bin"));
@@ -41,15 +41,15 @@ const JSON_FIELDS: &str = include_str!("../../proto/json_fields.txt");
 const MAX_NESTING: usize = 8;
 
 const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1";
-const TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Time";
-const MICRO_TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime";
-const DURATION: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Duration";
-const FIELDS_V1: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1";
-const VERBS: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Verbs";
-const QUANTITY: &str = "k8s.io.apimachinery.pkg.api.resource.Quantity";
-const INT_OR_STRING: &str = "k8s.io.apimachinery.pkg.util.intstr.IntOrString";
-const RAW_EXTENSION: &str = "k8s.io.apimachinery.pkg.runtime.RawExtension";
-const UNKNOWN: &str = "k8s.io.apimachinery.pkg.runtime.Unknown";
+pub(super) const TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Time";
+pub(super) const MICRO_TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime";
+pub(super) const DURATION: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Duration";
+pub(super) const FIELDS_V1: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1";
+pub(super) const VERBS: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Verbs";
+pub(super) const QUANTITY: &str = "k8s.io.apimachinery.pkg.api.resource.Quantity";
+pub(super) const INT_OR_STRING: &str = "k8s.io.apimachinery.pkg.util.intstr.IntOrString";
+pub(super) const RAW_EXTENSION: &str = "k8s.io.apimachinery.pkg.runtime.RawExtension";
+pub(super) const UNKNOWN: &str = "k8s.io.apimachinery.pkg.runtime.Unknown";
 
 /// What Go's JSON encoding does with one proto field, beyond the defaults.
 #[derive(Debug, Default)]
@@ -60,6 +60,8 @@ pub(super) struct FieldRule {
     pub(super) inline: bool,
     /// The JSON name, where it differs from the proto name.
     pub(super) json_name: Option<String>,
+    /// A Go pointer field: Go's protobuf encoding writes it only when set.
+    pub(super) pointer: bool,
 }
 
 /// The compiled schema plus the JSON facts the `.proto` files lack.
@@ -96,6 +98,7 @@ impl Schema {
             match flag {
                 "keep-zero" => rule.keep_zero = true,
                 "inline" => rule.inline = true,
+                "pointer" => rule.pointer = true,
                 _ => match flag.strip_prefix("json=") {
                     Some(name) => rule.json_name = Some(name.to_owned()),
                     None => return Err(format!("json_fields.txt: unknown flag in {line:?}")),

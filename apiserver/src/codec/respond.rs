@@ -126,7 +126,17 @@ pub async fn finish(resp: Response, neg: &Negotiated, r: Option<&ResourceInfo>) 
             }
         }
     }
-    let (body, media) = encode(&Value::Object(obj), out);
+    let (body, media) = match out {
+        Some(Output {
+            media: Media::Protobuf { json_fallback },
+            ..
+        }) => {
+            let (code, body, media) = super::protobuf_encode::answer(&obj, json_fallback, status);
+            status = code;
+            (body, media)
+        }
+        _ => encode(&Value::Object(obj), out),
+    };
     parts.status = status;
     parts.headers.remove(header::CONTENT_LENGTH);
     parts

@@ -255,7 +255,7 @@ pub async fn dispatch(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
                 Err(err) => err.into_response(),
             };
             if streaming {
-                resp
+                crate::codec::protobuf_encode::streaming(resp, &neg, r).await
             } else {
                 crate::codec::respond::finish(resp, &neg, r).await
             }
