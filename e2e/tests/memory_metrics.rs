@@ -174,3 +174,68 @@ fn memory_gauges_exist_and_follow_what_the_cluster_holds() {
             && gauge(m, "capstan_store_keys") <= gauge(&grown, "capstan_store_keys") - 100.0
     });
 }
+
+/// A LIST served from the watch cache is streamed as it is written (issue 26: large lists
+/// never exist as one buffer): it arrives without a `Content-Length` (as kube-apiserver's
+/// large lists do), yet whole — every item, the list's resourceVersion, Go's final newline.
+/// A single object's GET, written at once, carries its length.
+#[test]
+fn cached_lists_are_streamed_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_cluster(
+        &dir.path().join("data"),
+        &["--nodes=0", "--disable-scheduler"],
+    )
+    .expect("server starts");
+    let (ok, _, err) = s
+        .kubectl(&["create", "namespace", "mem"])
+        .expect("kubectl runs");
+    assert!(ok, "{err}");
+    let manifest = dir.path().join("cms.json");
+    // 300 × 1 KiB: several of the body's 64 KiB chunks.
+    std::fs::write(&manifest, config_maps(300)).expect("manifest written");
+    let file = manifest.to_string_lossy().into_owned();
+    let (ok, _, err) = s.kubectl(&["create", "-f", &file]).expect("kubectl runs");
+    assert!(ok, "{err}");
+
+    let (ok, out, err) = s
+        .kubectl(&["get", "--raw", "/api/v1/namespaces/mem/configmaps", "-v=8"])
+        .expect("kubectl runs");
+    assert!(ok, "{err}");
+    // kubectl -v=8 logs the response's status and headers.
+    assert!(
+        err.contains("200 OK"),
+        "kubectl -v=8 printed no response: {err}"
+    );
+    assert!(
+        !err.to_ascii_lowercase().contains("content-length:"),
+        "a streamed list has no Content-Length: {err}"
+    );
+    let list: serde_json::Value = serde_json::from_str(&out).expect("list is JSON");
+    let items = list["items"].as_array().expect("items");
+    // The 300 plus the namespace's kube-root-ca.crt.
+    assert_eq!(
+        items
+            .iter()
+            .filter(|i| i["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("mem-")))
+            .count(),
+        300
+    );
+    assert!(list["metadata"]["resourceVersion"].as_str().is_some());
+
+    let (ok, _, err) = s
+        .kubectl(&[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/mem/configmaps/mem-7",
+            "-v=8",
+        ])
+        .expect("kubectl runs");
+    assert!(ok, "{err}");
+    assert!(
+        err.to_ascii_lowercase().contains("content-length:"),
+        "one object is written at once, with its length: {err}"
+    );
+}
