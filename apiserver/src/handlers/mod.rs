@@ -1359,6 +1359,9 @@ async fn store_update(
         }
         object::prepare_for_update(r, &mut new, old);
         scope.carry_over(r, &mut new, old);
+        if is_service(r) {
+            service::clear_load_balancer_status(&mut new);
+        }
         if scope == Scope::EphemeralContainers {
             ephemeral_containers::prepare_for_update(&mut new, old);
         }
@@ -1441,12 +1444,23 @@ async fn store_update(
         }
         return Ok(Written::object(new));
     }
-    let (bytes, answer) = encode_for_storage(ctx, r, &new).await?;
-    let rev = ctx
-        .storage
-        .update(&key, bytes, expected)
-        .await
-        .map_err(|e| conflict_or(e, r, name))?;
+    // Node ports and cluster IPs the new type needs; the old type's released once stored.
+    let service_keys = if is_service(r) && scope != Scope::Status {
+        service::allocate_update(ctx, &ctx.service_range, &mut new, old).await?
+    } else {
+        service::UpdateKeys::default()
+    };
+    let written = match encode_for_storage(ctx, r, &new).await {
+        Ok((bytes, answer)) => ctx
+            .storage
+            .update(&key, bytes, expected)
+            .await
+            .map(|rev| (rev, answer))
+            .map_err(|e| conflict_or(e, r, name)),
+        Err(e) => Err(e),
+    };
+    service::settle(ctx, &service_keys, written.is_ok()).await;
+    let (rev, answer) = written?;
     let mut new = crate::crd::conversion::round_trip(ctx, r, new).await?;
     if let Some(m) = object::meta(&mut new) {
         m.insert("resourceVersion".into(), json!(rev.to_string()));

@@ -3,6 +3,18 @@
 //! services can never hold the same IP or port, even when created concurrently.
 //!
 //! Keys: `/registry/core/serviceips/<ip>` and `/registry/core/servicenodeports/<port>`.
+//!
+//! Updates follow upstream's strategy and allocator: fields that only mean something for the
+//! old type and that the client left as they were are dropped when the type changes
+//! (`drop_type_dependent_fields`: node ports, `healthCheckNodePort`,
+//! `allocateLoadBalancerNodePorts`, `loadBalancerClass`, `externalTrafficPolicy`, the
+//! cluster IP for ExternalName, and `status.loadBalancer` once it is no LoadBalancer);
+//! `allocate_update` then reserves what the new type needs (node ports for a NodePort
+//! Service or a LoadBalancer with `allocateLoadBalancerNodePorts` unset or true, a cluster IP
+//! after ExternalName) and, once the write is stored, `settle` releases what the old object
+//! held and the new one does not.
+
+use std::collections::HashSet;
 
 use std::net::Ipv4Addr;
 
@@ -63,7 +75,10 @@ fn seed() -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
-async fn reserve(ctx: &Ctx, key: &str, owner: &str) -> Result<bool> {
+async fn reserve(ctx: &Ctx, key: &str, owner: &str, held: &HashSet<String>) -> Result<bool> {
+    if held.contains(key) {
+        return Ok(true);
+    }
     match ctx.storage.create(key, owner.as_bytes().to_vec()).await {
         Ok(_) => Ok(true),
         Err(storage::Error::AlreadyExists) => Ok(false),
@@ -121,11 +136,48 @@ pub(super) async fn allocate(
     let name = super::object::meta_str(obj, "name").to_owned();
     let owner = format!("{}/{name}", super::object::meta_str(obj, "namespace"));
     let mut taken = Vec::new();
-    let result = allocate_into(ctx, range, obj, &name, &owner, &mut taken).await;
+    let held = HashSet::new();
+    let result = allocate_into(ctx, range, obj, &name, &owner, &held, &mut taken).await;
     if result.is_err() {
         release(ctx, &taken).await;
     }
     result.map(|()| taken)
+}
+
+/// What an update reserved (`taken`, released if the write fails) and what the old object
+/// held that the new one no longer does (`freed`, released once the write is stored).
+#[derive(Debug, Default)]
+pub(super) struct UpdateKeys {
+    taken: Vec<String>,
+    freed: Vec<String>,
+}
+
+/// Allocates what an updated service needs that the stored one did not hold (node ports
+/// after a change to NodePort or LoadBalancer, new ports, a cluster IP after ExternalName).
+pub(super) async fn allocate_update(
+    ctx: &Ctx,
+    range: &ServiceRange,
+    new: &mut Map<String, Value>,
+    old: &Map<String, Value>,
+) -> Result<UpdateKeys> {
+    let name = super::object::meta_str(new, "name").to_owned();
+    let owner = format!("{}/{name}", super::object::meta_str(new, "namespace"));
+    let held: HashSet<String> = held_keys(old).into_iter().collect();
+    let mut taken = Vec::new();
+    let result = allocate_into(ctx, range, new, &name, &owner, &held, &mut taken).await;
+    if result.is_err() {
+        release(ctx, &taken).await;
+    }
+    result?;
+    let now: HashSet<String> = held_keys(new).into_iter().collect();
+    let freed = held.into_iter().filter(|k| !now.contains(k)).collect();
+    Ok(UpdateKeys { taken, freed })
+}
+
+/// After the write: releases what the old object held when it was stored, else what the
+/// update reserved.
+pub(super) async fn settle(ctx: &Ctx, keys: &UpdateKeys, stored: bool) {
+    release(ctx, if stored { &keys.freed } else { &keys.taken }).await;
 }
 
 async fn allocate_into(
@@ -134,6 +186,7 @@ async fn allocate_into(
     obj: &mut Map<String, Value>,
     name: &str,
     owner: &str,
+    held: &HashSet<String>,
     taken: &mut Vec<String>,
 ) -> Result<()> {
     let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
@@ -164,7 +217,7 @@ async fn allocate_into(
                 continue;
             }
             let ip = Ipv4Addr::from(range.network + offset).to_string();
-            if reserve(ctx, &ip_key(&ip), owner).await? {
+            if reserve(ctx, &ip_key(&ip), owner, held).await? {
                 chosen = Some(ip);
                 break;
             }
@@ -179,6 +232,8 @@ async fn allocate_into(
         taken.push(ip_key(&ip));
         spec.insert("clusterIP".into(), json!(ip));
         spec.insert("clusterIPs".into(), json!([ip]));
+    } else if held.contains(&ip_key(&requested)) {
+        spec.insert("clusterIPs".into(), json!([requested]));
     } else {
         let ip: Ipv4Addr = requested.parse().map_err(|_| {
             invalid(
@@ -199,7 +254,7 @@ async fn allocate_into(
                 ),
             ));
         }
-        if !reserve(ctx, &ip_key(&requested), owner).await? {
+        if !reserve(ctx, &ip_key(&requested), owner, held).await? {
             return Err(invalid(
                 name,
                 "spec.clusterIPs",
@@ -216,6 +271,7 @@ async fn allocate_into(
         spec.insert("ipFamilyPolicy".into(), json!("SingleStack"));
     }
     if svc_type == "NodePort" || svc_type == "LoadBalancer" {
+        let allocate_missing = wants_node_ports(spec);
         let count = spec
             .get("ports")
             .and_then(Value::as_array)
@@ -229,7 +285,8 @@ async fn allocate_into(
                 .and_then(|n| u16::try_from(n).ok());
             let port = match wanted {
                 Some(p) => {
-                    if !(NODE_PORT_MIN..=NODE_PORT_MAX).contains(&p) {
+                    if !held.contains(&port_key(p)) && !(NODE_PORT_MIN..=NODE_PORT_MAX).contains(&p)
+                    {
                         return Err(invalid(
                             name,
                             &format!("spec.ports[{i}].nodePort"),
@@ -238,7 +295,7 @@ async fn allocate_into(
                             ),
                         ));
                     }
-                    if !reserve(ctx, &port_key(p), owner).await? {
+                    if !reserve(ctx, &port_key(p), owner, held).await? {
                         return Err(invalid(
                             name,
                             &format!("spec.ports[{i}].nodePort"),
@@ -247,13 +304,15 @@ async fn allocate_into(
                     }
                     p
                 }
+                // `allocateLoadBalancerNodePorts: false`: only the node ports asked for.
+                None if !allocate_missing => continue,
                 None => {
                     let span = u32::from(NODE_PORT_MAX - NODE_PORT_MIN) + 1;
                     let start = seed() % span;
                     let mut chosen = None;
                     for j in 0..span {
                         let p = NODE_PORT_MIN + u16::try_from((start + j) % span).unwrap_or(0);
-                        if reserve(ctx, &port_key(p), owner).await? {
+                        if reserve(ctx, &port_key(p), owner, &HashSet::new()).await? {
                             chosen = Some(p);
                             break;
                         }
@@ -267,7 +326,9 @@ async fn allocate_into(
                     })?
                 }
             };
-            taken.push(port_key(port));
+            if !held.contains(&port_key(port)) {
+                taken.push(port_key(port));
+            }
             if let Some(p) = spec
                 .get_mut("ports")
                 .and_then(|p| p.get_mut(i))
@@ -280,14 +341,150 @@ async fn allocate_into(
     Ok(())
 }
 
-/// On update: cluster IPs are immutable; a client that omits them keeps the stored ones.
+fn type_of(spec: &Value) -> &str {
+    spec.get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+}
+
+/// Upstream's `needsNodePort`: a NodePort Service, or a LoadBalancer unless
+/// `allocateLoadBalancerNodePorts` is false.
+fn wants_node_ports(spec: &Map<String, Value>) -> bool {
+    match spec.get("type").and_then(Value::as_str) {
+        Some("NodePort") => true,
+        Some("LoadBalancer") => {
+            spec.get("allocateLoadBalancerNodePorts")
+                .and_then(Value::as_bool)
+                != Some(false)
+        }
+        _ => false,
+    }
+}
+
+/// A type whose ports may carry node ports.
+fn node_port_type(spec: &Value) -> bool {
+    matches!(type_of(spec), "NodePort" | "LoadBalancer")
+}
+
+/// `serviceutil.ExternallyAccessible`.
+fn externally_accessible(spec: &Value) -> bool {
+    node_port_type(spec)
+        || (type_of(spec) == "ClusterIP"
+            && spec
+                .get("externalIPs")
+                .and_then(Value::as_array)
+                .is_some_and(|ips| !ips.is_empty()))
+}
+
+/// Upstream's `needsHCNodePort`: a LoadBalancer with `externalTrafficPolicy: Local`.
+fn needs_health_check_node_port(spec: &Value) -> bool {
+    type_of(spec) == "LoadBalancer"
+        && spec.get("externalTrafficPolicy").and_then(Value::as_str) == Some("Local")
+}
+
+/// The node ports of a spec's ports.
+fn node_ports(spec: &Value) -> HashSet<u64> {
+    spec.get("ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get("nodePort").and_then(Value::as_u64))
+        .filter(|n| *n != 0)
+        .collect()
+}
+
+/// Upstream strategy's `dropTypeDependentFields`: when the type changes, fields that only
+/// the old type uses and that the client left unchanged are dropped (a client that sets
+/// them anew gets validation's answer). `kubectl patch -p '{"spec":{"type":"ClusterIP"}}'`
+/// on a LoadBalancer thus loses its node ports instead of failing validation.
+fn drop_type_dependent_fields(new: &mut Map<String, Value>, old: &Map<String, Value>) {
+    let old_spec = old.get("spec").cloned().unwrap_or(Value::Null);
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let same = |spec: &Map<String, Value>, field: &str| spec.get(field) == old_spec.get(field);
+    let new_type = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_owned();
+    // Cluster IPs (ExternalName has none).
+    if type_of(&old_spec) != "ExternalName"
+        && new_type == "ExternalName"
+        && (same(spec, "clusterIP") || spec.get("clusterIP").is_none())
+    {
+        for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            spec.remove(field);
+        }
+    }
+    let new_spec = Value::Object(spec.clone());
+    // Node ports, unless the client asked for one the old object did not have.
+    if node_port_type(&old_spec)
+        && !node_port_type(&new_spec)
+        && node_ports(&new_spec).is_subset(&node_ports(&old_spec))
+    {
+        for p in spec
+            .get_mut("ports")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            p.remove("nodePort");
+        }
+    }
+    if needs_health_check_node_port(&old_spec)
+        && !needs_health_check_node_port(&new_spec)
+        && same(spec, "healthCheckNodePort")
+    {
+        spec.remove("healthCheckNodePort");
+    }
+    if type_of(&old_spec) == "LoadBalancer" && new_type != "LoadBalancer" {
+        for field in ["allocateLoadBalancerNodePorts", "loadBalancerClass"] {
+            if same(spec, field) {
+                spec.remove(field);
+            }
+        }
+    }
+    if externally_accessible(&old_spec)
+        && !externally_accessible(&new_spec)
+        && same(spec, "externalTrafficPolicy")
+    {
+        spec.remove("externalTrafficPolicy");
+    }
+}
+
+/// After the stored status was carried over: a Service that is no LoadBalancer has no
+/// load-balancer status (upstream wipes it in the strategy, for consistency).
+pub(super) fn clear_load_balancer_status(new: &mut Map<String, Value>) {
+    let lb = new
+        .get("spec")
+        .is_some_and(|s| type_of(s) == "LoadBalancer");
+    if lb {
+        return;
+    }
+    if let Some(status) = new.get_mut("status").and_then(Value::as_object_mut)
+        && status.contains_key("loadBalancer")
+    {
+        status.insert("loadBalancer".into(), json!({}));
+    }
+}
+
+/// On update: fields of the old type dropped (`drop_type_dependent_fields`); cluster IPs
+/// are immutable, a client that omits them keeps the stored ones; node ports a client left
+/// out stay as allocated while both types want them (upstream's `patchAllocatedValues`).
 pub(super) fn carry_over(new: &mut Map<String, Value>, old: &Map<String, Value>) -> Result<()> {
+    drop_type_dependent_fields(new, old);
     let name = super::object::meta_str(old, "name").to_owned();
     let old_spec = old.get("spec").cloned().unwrap_or(Value::Null);
     let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
         return Ok(());
     };
+    let external_name = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
     for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        if external_name {
+            break;
+        }
         let old_v = old_spec.get(field);
         match (spec.get(field), old_v) {
             (None, Some(v)) => {
@@ -308,7 +505,10 @@ pub(super) fn carry_over(new: &mut Map<String, Value>, old: &Map<String, Value>)
             _ => {}
         }
     }
-    // Node ports a client left out stay as allocated.
+    let old_wants = old_spec.as_object().is_some_and(wants_node_ports);
+    if !(old_wants && wants_node_ports(spec)) {
+        return Ok(());
+    }
     let old_ports = old_spec
         .get("ports")
         .and_then(Value::as_array)

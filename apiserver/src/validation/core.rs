@@ -114,6 +114,19 @@ fn service(errs: &mut Vec<FieldError>, spec: &Obj) {
             }
         }
     }
+    // Fields of LoadBalancer Services only (`allocateLoadBalancerNodePorts` is defaulted).
+    for field in ["allocateLoadBalancerNodePorts", "loadBalancerClass"] {
+        if ty == "LoadBalancer" {
+            if field == "allocateLoadBalancerNodePorts" && spec.get(field).is_none() {
+                errs.push(required(&format!("spec.{field}"), ""));
+            }
+        } else if spec.get(field).is_some_and(|v| !v.is_null()) {
+            errs.push(forbidden(
+                &format!("spec.{field}"),
+                "may only be used when `type` is 'LoadBalancer'",
+            ));
+        }
+    }
     // Duplicate (protocol, port) pairs.
     let mut seen = HashSet::new();
     for (i, p) in objs(spec, "ports") {
