@@ -1,10 +1,13 @@
 //! Reaching a node's kubelet, as kube-apiserver does for `pods/log`, `pods/exec`,
-//! `pods/attach` and `nodes/proxy`: the node's address is its `InternalIP` and
+//! `pods/attach`, `pods/portforward` and `nodes/proxy`: the node's address is its `InternalIP` and
 //! `status.daemonEndpoints.kubeletEndpoint.Port`; the connection is HTTPS, the kubelet's
 //! serving certificate checked against the cluster CA, this server presenting its kubelet
 //! client certificate ([`configure`]). Logs stream back as the kubelet sends them; an
-//! exec/attach upgrade (WebSocket) is forwarded, and once the kubelet switches protocols
-//! both connections are spliced, so the stream protocol is the kubelet's and the client's.
+//! exec/attach/portforward upgrade (WebSocket, SPDY/3.1, or WebSocket tunnelling SPDY for
+//! port-forward) is forwarded with its protocol negotiation headers, and once the kubelet
+//! switches protocols both connections are spliced, so the stream protocol is the
+//! kubelet's and the client's (Capstan's kubelet unwraps the tunnelled SPDY itself, where
+//! upstream's API server does).
 
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
@@ -18,14 +21,17 @@ use serde_json::{Map, Value};
 
 use crate::error::{ApiError, Result};
 
-/// Headers of an upgrade passed from the client to the kubelet and back.
-const UPGRADE_HEADERS: [&str; 6] = [
+/// Headers of an upgrade passed from the client to the kubelet and back (WebSocket's, and
+/// SPDY's protocol negotiation).
+const UPGRADE_HEADERS: [&str; 8] = [
     "upgrade",
     "connection",
     "sec-websocket-key",
     "sec-websocket-version",
     "sec-websocket-protocol",
     "sec-websocket-accept",
+    "x-stream-protocol-version",
+    "x-accepted-stream-protocol-versions",
 ];
 
 /// How long connecting to a kubelet may take.
@@ -193,7 +199,8 @@ pub(super) async fn upgrade(
 ) -> Result<Response> {
     let Some(client_upgrade) = parts.extensions.get::<hyper::upgrade::OnUpgrade>().cloned() else {
         return Err(ApiError::BadRequest(
-            "Upgrade request required (WebSocket: v5.channel.k8s.io or v4.channel.k8s.io)".into(),
+            "Upgrade request required (WebSocket: v5.channel.k8s.io or v4.channel.k8s.io; SPDY/3.1)"
+                .into(),
         ));
     };
     let mut resp = send(

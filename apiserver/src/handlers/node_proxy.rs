@@ -6,9 +6,9 @@
 //! — an unbound pod has empty logs and cannot be exec'd into, attached to or
 //! port-forwarded to). A node with a kubelet (Capstan's process nodes: a kubelet port in
 //! `status.daemonEndpoints`, not annotated `capstan.io/simulated: "true"`) gets `log`,
-//! `exec`, `attach` and `nodes/proxy` through `kubelet_proxy`. Otherwise the answer is a
-//! 400 BadRequest that says why nothing can be reached: the node is one of Capstan's
-//! simulated nodes where no container runs (or port-forward, not served yet). kubectl
+//! `exec`, `attach`, `portforward` and `nodes/proxy` through `kubelet_proxy`. Otherwise the
+//! answer is a 400 BadRequest that says why nothing can be reached: the node is one of
+//! Capstan's simulated nodes where no container runs. kubectl
 //! prints the Status of a refused WebSocket or SPDY upgrade as it prints any API error, so
 //! `kubectl logs`, `kubectl exec`, `kubectl attach`, `kubectl port-forward` and `kubectl
 //! get --raw /api/v1/nodes/N/proxy/...` show the message.
@@ -105,13 +105,6 @@ fn unreachable(ctx: &Ctx, node_name: &str, what: &str, subresource: &str) -> Api
             "{what} runs on simulated node {node_name:?}: no container runs there, {}",
             purpose(subresource)
         )),
-        Ok(Some(node))
-            if kubelet_proxy::kubelet_address(&node).is_some() && subresource == "portforward" =>
-        {
-            ApiError::BadRequest(format!(
-                "{what} runs on process node {node_name:?}, whose kubelet does not serve port-forward yet"
-            ))
-        }
         Ok(Some(_)) => ApiError::BadRequest(format!(
             "{what} runs on node {node_name:?}, whose kubelet Capstan cannot reach (Capstan runs no kubelets), {}",
             purpose(subresource)
@@ -165,7 +158,7 @@ fn kubelet_query(parts: &http::request::Parts) -> String {
         .join("&")
 }
 
-/// `pods/{log,exec,attach}` on a node whose kubelet answers, if it has one.
+/// `pods/{log,exec,attach,portforward}` on a node whose kubelet answers, if it has one.
 #[allow(clippy::too_many_arguments)]
 async fn through_kubelet(
     ctx: &Ctx,
@@ -177,7 +170,9 @@ async fn through_kubelet(
     q: &Query,
     parts: &http::request::Parts,
 ) -> Result<Option<Response>> {
-    if !matches!(subresource, "log" | "exec" | "attach") || !kubelet_proxy::configured() {
+    if !matches!(subresource, "log" | "exec" | "attach" | "portforward")
+        || !kubelet_proxy::configured()
+    {
         return Ok(None);
     }
     let Some(node_obj) = node_object(ctx, node)? else {
@@ -209,7 +204,16 @@ async fn through_kubelet(
             .await
             .map(Some);
     }
-    kubelet_proxy::upgrade(node, addr, parts, &path(subresource))
+    let target = if subresource == "portforward" {
+        format!(
+            "/portForward/{}/{}{sep}{query}",
+            kubelet_proxy::encode(namespace),
+            kubelet_proxy::encode(name)
+        )
+    } else {
+        path(subresource)
+    };
+    kubelet_proxy::upgrade(node, addr, parts, &target)
         .await
         .map(Some)
 }

@@ -7,11 +7,17 @@
 //!   `sinceSeconds`, `sinceTime`, `timestamps`, `limitBytes`, `previous`;
 //! - `GET|POST /exec/{namespace}/{pod}/{container}?command=…` and
 //!   `/attach/{namespace}/{pod}/{container}`, upgraded to WebSocket (`v5.channel.k8s.io`,
-//!   `v4.channel.k8s.io`); `stdin`/`stdout`/`stderr`/`tty` (or the kubelet's own
-//!   `input`/`output`/`error`) pick the streams. SPDY upgrades are refused with a message.
+//!   `v4.channel.k8s.io`) or SPDY/3.1 (`X-Stream-Protocol-Version: v4.channel.k8s.io`);
+//!   `stdin`/`stdout`/`stderr`/`tty` (or the kubelet's own `input`/`output`/`error`) pick
+//!   the streams ([`stream`]);
+//! - `GET|POST /portForward/{namespace}/{pod}`, upgraded to SPDY/3.1 (`portforward.k8s.io`),
+//!   to WebSocket tunnelling it (`SPDY/3.1+portforward.k8s.io`) or to WebSocket channels
+//!   (`v4.channel.k8s.io` with `?ports=`) ([`portforward`]).
 //!
 //! Errors are `metav1.Status` JSON, so the API server can hand them to the client as is.
 
+mod portforward;
+mod spdy;
 mod stream;
 mod ws;
 
@@ -193,6 +199,10 @@ async fn handle(req: Request<Incoming>, registry: &Registry) -> Response<Body> {
                 ((*ns).to_owned(), (*pod).to_owned(), (*container).to_owned());
             upgrade(req, registry, &verb, &ns, &pod, &container)
         }
+        (&Method::GET | &Method::POST, ["portForward", ns, pod]) => {
+            let (ns, pod) = ((*ns).to_owned(), (*pod).to_owned());
+            port_forward(req, registry, &ns, &pod)
+        }
         _ => status(
             StatusCode::NOT_FOUND,
             "NotFound",
@@ -287,19 +297,126 @@ fn container_logs(
         .unwrap_or_else(|_| Response::new(full("")))
 }
 
-/// The WebSocket subprotocol to answer with, from the client's offer.
-fn pick_protocol(req: &Request<Incoming>) -> Option<&'static str> {
-    let offered: Vec<String> = req
-        .headers()
+/// The WebSocket subprotocols the client offered.
+fn ws_offers(req: &Request<Incoming>) -> Vec<String> {
+    req.headers()
         .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(|p| p.trim().to_owned())
-        .collect();
-    ["v5.channel.k8s.io", "v4.channel.k8s.io"]
-        .into_iter()
-        .find(|p| offered.iter().any(|o| o == p))
+        .collect()
+}
+
+/// How an upgraded connection carries its streams.
+enum Carrier {
+    /// WebSocket: the `Sec-WebSocket-Accept` answer and the subprotocol chosen (none for a
+    /// client that offered none).
+    WebSocket {
+        accept: String,
+        protocol: Option<&'static str>,
+    },
+    /// SPDY/3.1 with the negotiated `X-Stream-Protocol-Version`.
+    Spdy { protocol: &'static str },
+}
+
+impl Carrier {
+    /// The 101 answer.
+    fn switching(&self) -> Response<Body> {
+        let b = Response::builder()
+            .status(StatusCode::SWITCHING_PROTOCOLS)
+            .header(http::header::CONNECTION, "Upgrade");
+        let b = match self {
+            Carrier::WebSocket { accept, protocol } => {
+                let b = b
+                    .header(http::header::UPGRADE, "websocket")
+                    .header(http::header::SEC_WEBSOCKET_ACCEPT, accept.as_str());
+                match protocol {
+                    Some(p) => b.header(http::header::SEC_WEBSOCKET_PROTOCOL, *p),
+                    None => b,
+                }
+            }
+            Carrier::Spdy { protocol } => b
+                .header(http::header::UPGRADE, "SPDY/3.1")
+                .header("X-Stream-Protocol-Version", *protocol),
+        };
+        b.body(full("")).unwrap_or_else(|_| Response::new(full("")))
+    }
+}
+
+fn is_websocket(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(http::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"))
+}
+
+/// The carrier of an upgrade request: WebSocket with one of `ws_protocols` (the first the
+/// server lists that the client offered; `allow_none` accepts a client offering none), or
+/// SPDY with one of `spdy_protocols`. Otherwise the error answer, as upstream words it.
+fn carrier(
+    req: &Request<Incoming>,
+    ws_protocols: &[&'static str],
+    allow_none: bool,
+    spdy_protocols: &[&'static str],
+) -> Result<Carrier, Box<Response<Body>>> {
+    if is_websocket(req) {
+        let accept = req
+            .headers()
+            .get(http::header::SEC_WEBSOCKET_KEY)
+            .and_then(|v| v.to_str().ok())
+            .map(ws::accept_key)
+            .ok_or_else(|| {
+                Box::new(status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    "missing Sec-WebSocket-Key",
+                ))
+            })?;
+        let offered = ws_offers(req);
+        if offered.is_empty() && allow_none {
+            return Ok(Carrier::WebSocket {
+                accept,
+                protocol: None,
+            });
+        }
+        let protocol = ws_protocols
+            .iter()
+            .find(|p| offered.iter().any(|o| o == *p))
+            .copied()
+            .ok_or_else(|| {
+                Box::new(status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    &format!(
+                        "no supported stream protocol offered: client offered {offered:?}, server accepts {ws_protocols:?}"
+                    ),
+                ))
+            })?;
+        return Ok(Carrier::WebSocket {
+            accept,
+            protocol: Some(protocol),
+        });
+    }
+    if spdy::is_spdy_upgrade(req.headers()) {
+        return spdy::negotiate(req.headers(), spdy_protocols)
+            .map(|protocol| Carrier::Spdy { protocol })
+            .ok_or_else(|| {
+                Box::new(status(
+                    StatusCode::FORBIDDEN,
+                    "Forbidden",
+                    &format!(
+                        "unable to upgrade: unable to negotiate protocol: client supports {:?}, server accepts {spdy_protocols:?}",
+                        spdy::offers(req.headers())
+                    ),
+                ))
+            });
+    }
+    Err(Box::new(status(
+        StatusCode::BAD_REQUEST,
+        "BadRequest",
+        "Upgrade request required (WebSocket or SPDY/3.1)",
+    )))
 }
 
 fn upgrade(
@@ -333,36 +450,14 @@ fn upgrade(
             "you must specify at least 1 command",
         );
     }
-    let is_ws = req
-        .headers()
-        .get(http::header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
-    if !is_ws {
-        return status(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            "Capstan's process nodes stream exec and attach over WebSocket only (v5.channel.k8s.io, v4.channel.k8s.io; kubectl 1.30 or later); SPDY is not supported",
-        );
-    }
-    let Some(protocol) = pick_protocol(&req) else {
-        return status(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            "no supported stream protocol offered (v5.channel.k8s.io, v4.channel.k8s.io)",
-        );
-    };
-    let Some(key) = req
-        .headers()
-        .get(http::header::SEC_WEBSOCKET_KEY)
-        .and_then(|v| v.to_str().ok())
-        .map(ws::accept_key)
-    else {
-        return status(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            "missing Sec-WebSocket-Key",
-        );
+    let carrier = match carrier(
+        &req,
+        &["v5.channel.k8s.io", "v4.channel.k8s.io"],
+        false,
+        &["v4.channel.k8s.io"],
+    ) {
+        Ok(c) => c,
+        Err(resp) => return *resp,
     };
     let instance = registry
         .container(ns, pod, container)
@@ -382,6 +477,7 @@ fn upgrade(
             &format!("container {container:?} has no stdin (the pod spec must set stdin: true)"),
         );
     }
+    let answer = carrier.switching();
     let on_upgrade = hyper::upgrade::on(&mut req);
     let verb = verb.to_owned();
     tokio::spawn(async move {
@@ -392,20 +488,91 @@ fn upgrade(
                 return;
             }
         };
+        let session = match carrier {
+            Carrier::WebSocket { .. } => stream::ws_session(upgraded),
+            Carrier::Spdy { .. } => match stream::spdy_session(upgraded, streams).await {
+                Some(s) => s,
+                None => return,
+            },
+        };
         if verb == "exec" {
-            stream::exec(upgraded, instance, argv, streams).await;
+            stream::exec(session, instance, argv, streams).await;
         } else {
-            stream::attach(upgraded, instance, streams).await;
+            stream::attach(session, instance, streams).await;
         }
     });
-    Response::builder()
-        .status(StatusCode::SWITCHING_PROTOCOLS)
-        .header(http::header::UPGRADE, "websocket")
-        .header(http::header::CONNECTION, "Upgrade")
-        .header(http::header::SEC_WEBSOCKET_ACCEPT, key)
-        .header(http::header::SEC_WEBSOCKET_PROTOCOL, protocol)
-        .body(full(""))
-        .unwrap_or_else(|_| Response::new(full("")))
+    answer
+}
+
+/// `portForward/{namespace}/{pod}`.
+fn port_forward(
+    mut req: Request<Incoming>,
+    registry: &Registry,
+    ns: &str,
+    pod: &str,
+) -> Response<Body> {
+    let Some(uid) = registry
+        .pods()
+        .into_iter()
+        .find(|(n, p, _)| n == ns && p == pod)
+        .map(|(_, _, uid)| uid)
+    else {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            &format!("pod {ns}/{pod} is not running on this node"),
+        );
+    };
+    let target = portforward::Target {
+        pod: format!("{ns}/{pod}"),
+        uid,
+    };
+    const TUNNEL: &str = "SPDY/3.1+portforward.k8s.io";
+    let carrier = match carrier(
+        &req,
+        &[TUNNEL, "v4.channel.k8s.io"],
+        true,
+        &["portforward.k8s.io"],
+    ) {
+        Ok(c) => c,
+        Err(resp) => return *resp,
+    };
+    let mut ports = Vec::new();
+    if matches!(
+        carrier,
+        Carrier::WebSocket { protocol, .. } if protocol != Some(TUNNEL)
+    ) {
+        let pairs = query(&req);
+        let values: Vec<&str> = pairs
+            .iter()
+            .filter(|(k, _)| k == "ports" || k == "port")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        ports = match portforward::parse_ports(&values) {
+            Ok(p) => p,
+            Err(m) => return status(StatusCode::BAD_REQUEST, "BadRequest", &m),
+        };
+    }
+    let answer = carrier.switching();
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        let upgraded = match on_upgrade.await {
+            Ok(u) => TokioIo::new(u),
+            Err(e) => {
+                tracing::debug!(error = %e, "kubelet port-forward upgrade failed");
+                return;
+            }
+        };
+        match carrier {
+            Carrier::Spdy { .. } => portforward::spdy(upgraded, target).await,
+            Carrier::WebSocket {
+                protocol: Some(TUNNEL),
+                ..
+            } => portforward::spdy(portforward::ws_bytes(upgraded), target).await,
+            Carrier::WebSocket { .. } => portforward::websocket(upgraded, ports, target).await,
+        }
+    });
+    answer
 }
 
 #[cfg(test)]

@@ -1,18 +1,32 @@
-//! `exec` and `attach` sessions over the Kubernetes WebSocket stream protocols
-//! (`v5.channel.k8s.io`, `v4.channel.k8s.io`): each binary message starts with its channel
-//! (0 stdin, 1 stdout, 2 stderr, 3 error — the final `metav1.Status`, with the exit code as
-//! an `ExitCode` cause —, 4 resize); in v5 a client closes stdin with `[255, 0]`.
+//! `exec` and `attach` sessions over the Kubernetes stream protocols, whatever carries them
+//! ([`Session`]):
+//!
+//! - WebSocket `v5.channel.k8s.io`, `v4.channel.k8s.io`: each binary message starts with
+//!   its channel (0 stdin, 1 stdout, 2 stderr, 3 error — the final `metav1.Status`, with the
+//!   exit code as an `ExitCode` cause —, 4 resize); in v5 a client closes stdin with
+//!   `[255, 0]` ([`ws_session`]);
+//! - SPDY/3.1 `v4.channel.k8s.io` (kubectl up to 1.29): one SPDY stream per channel, named
+//!   by its `streamType` header (`error`, `stdin`, `stdout`, `stderr`, `resize`), stdin ending
+//!   at the client's FIN ([`spdy_session`]).
 
+use std::collections::HashMap;
 use std::process::Stdio;
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
+use super::spdy;
 use super::ws::{self, Message};
 use crate::process::registry::Instance;
 use crate::process::sandbox;
+
+/// How long a SPDY client has to open the streams it asked for (upstream's
+/// `streamCreationTimeout` default).
+const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Which streams the client asked for.
 #[derive(Debug, Clone, Copy, Default)]
@@ -63,11 +77,69 @@ fn channel_message(channel: u8, data: &[u8]) -> Vec<u8> {
     m
 }
 
+/// What a session sends to the client.
+pub(crate) enum Outgoing {
+    /// Bytes on a channel (stdout, stderr, error).
+    Data(u8, Vec<u8>),
+    /// A WebSocket pong.
+    Pong(Vec<u8>),
+    /// The end of the session.
+    Close,
+}
+
+/// What the client sent: stdin bytes, or the end of stdin.
+pub(crate) enum Input {
+    /// stdin bytes.
+    Data(Bytes),
+    /// The end of stdin.
+    Eof,
+}
+
+/// A client's stream session over WebSocket or SPDY: channel data out, stdin in.
+pub(crate) struct Session {
+    out: mpsc::Sender<Outgoing>,
+    input: mpsc::Receiver<Input>,
+    writer: JoinHandle<()>,
+    reader: JoinHandle<()>,
+}
+
+impl Session {
+    /// Sends the final status on the error channel, closes, and waits for the writes.
+    async fn finish(self, status: Value) {
+        let _ = self
+            .out
+            .send(Outgoing::Data(ERROR, status.to_string().into_bytes()))
+            .await;
+        let _ = self.out.send(Outgoing::Close).await;
+        drop(self.out);
+        let _ = self.writer.await;
+        self.reader.abort();
+    }
+}
+
+/// A WebSocket session (`v5.channel.k8s.io`, `v4.channel.k8s.io`) over the upgraded `io`.
+pub(crate) fn ws_session<IO>(io: IO) -> Session
+where
+    IO: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (r, w) = tokio::io::split(io);
+    let (out_tx, out_rx) = mpsc::channel::<Outgoing>(64);
+    let writer = tokio::spawn(ws_writer(w, out_rx));
+    let (in_tx, input) = mpsc::channel::<Input>(64);
+    let reader = tokio::spawn(ws_reader(r, in_tx, out_tx.clone()));
+    Session {
+        out: out_tx,
+        input,
+        writer,
+        reader,
+    }
+}
+
 /// Writes whatever the session sends, answering pings; ends with a close frame.
-async fn writer<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Outgoing>) {
+async fn ws_writer<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Outgoing>) {
     while let Some(out) = rx.recv().await {
         let r = match out {
-            Outgoing::Data(b) => ws::write_binary(&mut w, &b).await,
+            Outgoing::Data(ch, b) => ws::write_binary(&mut w, &channel_message(ch, &b)).await,
             Outgoing::Pong(p) => ws::write_pong(&mut w, &p).await,
             Outgoing::Close => {
                 let _ = ws::write_close(&mut w).await;
@@ -81,20 +153,8 @@ async fn writer<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Outgoing
     }
 }
 
-enum Outgoing {
-    Data(Vec<u8>),
-    Pong(Vec<u8>),
-    Close,
-}
-
-/// What the client sent: stdin bytes, or the end of stdin.
-enum Input {
-    Data(Bytes),
-    Eof,
-}
-
 /// Reads client messages until it closes; stdin goes to `stdin`.
-async fn reader<R: AsyncRead + Unpin>(
+async fn ws_reader<R: AsyncRead + Unpin>(
     r: R,
     stdin: mpsc::Sender<Input>,
     out: mpsc::Sender<Outgoing>,
@@ -129,6 +189,112 @@ async fn reader<R: AsyncRead + Unpin>(
     }
 }
 
+/// The SPDY streams a `v4.channel.k8s.io` client opens for `streams`, as upstream's
+/// kubelet counts them: error always, stdin/stdout as asked, stderr unless a terminal
+/// (which merges it), resize with a terminal.
+fn expected_stream_types(streams: Streams) -> Vec<&'static str> {
+    let mut t = vec!["error"];
+    if streams.stdin {
+        t.push("stdin");
+    }
+    if streams.stdout {
+        t.push("stdout");
+    }
+    if streams.stderr && !streams.tty {
+        t.push("stderr");
+    }
+    if streams.tty {
+        t.push("resize");
+    }
+    t
+}
+
+/// A SPDY session (`v4.channel.k8s.io`) over the upgraded `io`, once the client opened
+/// the streams `streams` implies (`None` if it did not within the timeout).
+pub(crate) async fn spdy_session<IO>(io: IO, streams: Streams) -> Option<Session>
+where
+    IO: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (mut incoming, sender, conn_writer) = spdy::serve(io);
+    let expected = expected_stream_types(streams);
+    let mut got: HashMap<String, spdy::Stream> = HashMap::new();
+    let gathered = tokio::time::timeout(STREAM_CREATION_TIMEOUT, async {
+        while expected.iter().any(|t| !got.contains_key(*t)) {
+            let s = incoming.recv().await?;
+            let kind = s.header("streamtype").unwrap_or("").to_owned();
+            if !expected.contains(&kind.as_str()) || got.contains_key(&kind) {
+                tracing::debug!(stream_type = %kind, "unexpected SPDY stream refused");
+                sender.reset(s.id, spdy::frame::REFUSED_STREAM).await;
+                continue;
+            }
+            got.insert(kind, s);
+        }
+        Some(())
+    })
+    .await;
+    if !matches!(gathered, Ok(Some(()))) {
+        tracing::debug!(expected = ?expected, got = got.len(), "SPDY client did not open its streams");
+        sender.shutdown().await;
+        return None;
+    }
+    let ids: Vec<u32> = got.values().map(|s| s.id).collect();
+    let id_of = |t: &str| got.get(t).map(|s| s.id);
+    let channels: HashMap<u8, u32> = [(STDOUT, "stdout"), (STDERR, "stderr"), (ERROR, "error")]
+        .into_iter()
+        .filter_map(|(ch, t)| id_of(t).map(|id| (ch, id)))
+        .collect();
+    let (in_tx, input) = mpsc::channel::<Input>(64);
+    let stdin = got.remove("stdin");
+    let resize = got.remove("resize");
+    let reader = tokio::spawn(async move {
+        // Streams opened later are refused (the receiver stays until the session ends).
+        let _incoming = incoming;
+        if let Some(mut r) = resize {
+            // The process runtime's terminals keep their size.
+            tokio::spawn(async move { while r.data.recv().await.is_some() {} });
+        }
+        match stdin {
+            Some(mut s) => {
+                while let Some(b) = s.data.recv().await {
+                    if in_tx.send(Input::Data(b)).await.is_err() {
+                        return;
+                    }
+                }
+                let _ = in_tx.send(Input::Eof).await;
+            }
+            None => drop(in_tx),
+        }
+        std::future::pending::<()>().await;
+    });
+    let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(64);
+    let writer = tokio::spawn(async move {
+        while let Some(out) = out_rx.recv().await {
+            match out {
+                Outgoing::Data(ch, b) => {
+                    if let Some(id) = channels.get(&ch)
+                        && !sender.data(*id, &b).await
+                    {
+                        break;
+                    }
+                }
+                Outgoing::Pong(_) => {}
+                Outgoing::Close => break,
+            }
+        }
+        for id in ids {
+            sender.fin(id).await;
+        }
+        sender.shutdown().await;
+        let _ = conn_writer.await;
+    });
+    Some(Session {
+        out: out_tx,
+        input,
+        writer,
+        reader,
+    })
+}
+
 async fn pump(mut from: impl AsyncRead + Unpin, channel: u8, out: mpsc::Sender<Outgoing>) {
     let mut buf = vec![0u8; 32 * 1024];
     loop {
@@ -136,7 +302,7 @@ async fn pump(mut from: impl AsyncRead + Unpin, channel: u8, out: mpsc::Sender<O
             Ok(0) | Err(_) => return,
             Ok(n) => {
                 if out
-                    .send(Outgoing::Data(channel_message(channel, &buf[..n])))
+                    .send(Outgoing::Data(channel, buf[..n].to_vec()))
                     .await
                     .is_err()
                 {
@@ -147,16 +313,15 @@ async fn pump(mut from: impl AsyncRead + Unpin, channel: u8, out: mpsc::Sender<O
     }
 }
 
-/// Runs `argv` in `instance`'s container, bridged to the WebSocket `io`.
-pub(crate) async fn exec<IO>(io: IO, instance: Instance, argv: Vec<String>, streams: Streams)
-where
-    IO: AsyncRead + AsyncWrite + Send + 'static,
-{
-    let (r, w) = tokio::io::split(io);
-    let (out_tx, out_rx) = mpsc::channel::<Outgoing>(64);
-    let write_task = tokio::spawn(writer(w, out_rx));
-    let (in_tx, mut in_rx) = mpsc::channel::<Input>(64);
-    let read_task = tokio::spawn(reader(r, in_tx, out_tx.clone()));
+/// Runs `argv` in `instance`'s container, bridged to the client's `session`.
+pub(crate) async fn exec(
+    mut session: Session,
+    instance: Instance,
+    argv: Vec<String>,
+    streams: Streams,
+) {
+    let out_tx = session.out.clone();
+    let mut in_rx = std::mem::replace(&mut session.input, mpsc::channel(1).1);
     let init = *instance
         .init_pid
         .lock()
@@ -248,28 +413,14 @@ where
             }
         }
     };
-    let _ = out_tx
-        .send(Outgoing::Data(channel_message(
-            ERROR,
-            status.to_string().as_bytes(),
-        )))
-        .await;
-    let _ = out_tx.send(Outgoing::Close).await;
     drop(out_tx);
-    let _ = write_task.await;
-    read_task.abort();
+    session.finish(status).await;
 }
 
-/// Attaches the WebSocket `io` to `instance`'s stdin and output until it ends.
-pub(crate) async fn attach<IO>(io: IO, instance: Instance, streams: Streams)
-where
-    IO: AsyncRead + AsyncWrite + Send + 'static,
-{
-    let (r, w) = tokio::io::split(io);
-    let (out_tx, out_rx) = mpsc::channel::<Outgoing>(64);
-    let write_task = tokio::spawn(writer(w, out_rx));
-    let (in_tx, mut in_rx) = mpsc::channel::<Input>(64);
-    let read_task = tokio::spawn(reader(r, in_tx, out_tx.clone()));
+/// Attaches the client's `session` to `instance`'s stdin and output until it ends.
+pub(crate) async fn attach(mut session: Session, instance: Instance, streams: Streams) {
+    let out_tx = session.out.clone();
+    let mut in_rx = std::mem::replace(&mut session.input, mpsc::channel(1).1);
     let mut output = instance.output.subscribe();
     let mut done = instance.done.clone();
     let stdin = instance.stdin.clone().filter(|_| streams.stdin);
@@ -278,7 +429,7 @@ where
             got = output.recv() => match got {
                 Ok((channel, data)) => {
                     let wanted = (channel == STDOUT && streams.stdout) || (channel == STDERR && streams.stderr);
-                    if wanted && out_tx.send(Outgoing::Data(channel_message(channel, &data))).await.is_err() {
+                    if wanted && out_tx.send(Outgoing::Data(channel, data.to_vec())).await.is_err() {
                         break;
                     }
                 }
@@ -294,17 +445,10 @@ where
             () = async { let _ = done.wait_for(|d| *d).await; } => break,
         }
     }
-    let status = json!({"metadata": {}, "status": "Success"});
-    let _ = out_tx
-        .send(Outgoing::Data(channel_message(
-            ERROR,
-            status.to_string().as_bytes(),
-        )))
-        .await;
-    let _ = out_tx.send(Outgoing::Close).await;
     drop(out_tx);
-    let _ = write_task.await;
-    read_task.abort();
+    session
+        .finish(json!({"metadata": {}, "status": "Success"}))
+        .await;
 }
 
 #[cfg(test)]
