@@ -148,7 +148,10 @@ fn admit_create(
         .unwrap_or("")
         .to_owned();
     let (class, priority, policy) = if class.is_empty() {
-        default_class(lookup).unwrap_or_default()
+        // Without a global default class, upstream's getDefaultPriority answers priority 0
+        // and PreemptLowerPriority.
+        default_class(lookup)
+            .unwrap_or_else(|| (String::new(), 0, Some(json!("PreemptLowerPriority"))))
     } else {
         let Some(pc) = lookup.get(&format!("{PREFIX}{class}"))? else {
             return Err(forbidden(

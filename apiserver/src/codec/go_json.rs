@@ -47,10 +47,22 @@ enum Child {
     Embedded,
 }
 
+/// What Go writes for a field the object lacks: a non-pointer struct or scalar, or a
+/// slice or map without `omitempty`, is never left out.
+#[derive(Debug, Clone)]
+enum Zero {
+    /// The struct's zero value: an object with its own always-written fields.
+    Struct(usize),
+    /// A fixed JSON value (`null` for times, nil slices and maps; `""`, `0`, `false`).
+    Value(Value),
+}
+
 /// One message's JSON keys: rank and value kind.
 #[derive(Debug, Default)]
 struct Plan {
     fields: HashMap<String, (u32, Child)>,
+    /// Fields Go always writes, with their zero values, in rank order.
+    always: Vec<(u32, String, Zero)>,
 }
 
 struct Plans {
@@ -141,6 +153,9 @@ fn add_fields(
         let name = rule
             .and_then(|r| r.json_name.clone())
             .unwrap_or_else(|| fd.name().to_owned());
+        if let Some(zero) = zero_of(rule, &fd, by_name) {
+            plan.always.push((*rank, name.clone(), zero));
+        }
         let child = match fd.kind() {
             Kind::Message(entry) if fd.is_map() => match entry.map_entry_value_field().kind() {
                 Kind::Message(v) => match child_of(by_name, &v) {
@@ -156,6 +171,40 @@ fn add_fields(
         *rank += 1;
     }
 }
+
+/// What Go writes for field `fd` when the object lacks it; `None`: nothing (a pointer, or
+/// an `omitempty` scalar, slice or map). Opaque structs other than times (quantities,
+/// int-or-strings, raw objects) are left to the object: their zero forms vary.
+fn zero_of(
+    rule: Option<&super::protobuf::FieldRule>,
+    fd: &prost_reflect::FieldDescriptor,
+    by_name: &HashMap<String, usize>,
+) -> Option<Zero> {
+    if rule.is_some_and(|r| r.pointer) {
+        return None;
+    }
+    let keep_zero = rule.is_some_and(|r| r.keep_zero);
+    if fd.is_list() || fd.is_map() {
+        return keep_zero.then_some(Zero::Value(Value::Null));
+    }
+    match fd.kind() {
+        Kind::Message(m) => match m.full_name() {
+            TIME | MICRO_TIME => Some(Zero::Value(Value::Null)),
+            name => match child_of(by_name, &m) {
+                Child::Message(i) if !OPAQUE.contains(&name) => Some(Zero::Struct(i)),
+                _ => None,
+            },
+        },
+        _ if !keep_zero => None,
+        Kind::String | Kind::Bytes => Some(Zero::Value(Value::String(String::new()))),
+        Kind::Bool => Some(Zero::Value(Value::Bool(false))),
+        Kind::Enum(_) => None,
+        _ => Some(Zero::Value(Value::from(0))),
+    }
+}
+
+const TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Time";
+const MICRO_TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime";
 
 /// The plan of the kind `obj` names, if the schema has it.
 fn plan_for(plans: &Plans, obj: &Map<String, Value>) -> Option<usize> {
@@ -218,6 +267,8 @@ fn ordered<S: Serializer>(
     plans: &Plans,
 ) -> Result<S::Ok, S::Error> {
     let fields = &plans.plans[plan].fields;
+    // The zero value of a struct the object lacks, written with the struct's plan.
+    let empty = Value::Object(Map::new());
     let mut keys: Vec<(u32, &String, &Value, Child)> = m
         .iter()
         .map(|(k, v)| {
@@ -225,6 +276,15 @@ fn ordered<S: Serializer>(
             (rank, k, v, child)
         })
         .collect();
+    for (rank, name, zero) in &plans.plans[plan].always {
+        if m.contains_key(name) {
+            continue;
+        }
+        match zero {
+            Zero::Struct(i) => keys.push((*rank, name, &empty, Child::Message(*i))),
+            Zero::Value(v) => keys.push((*rank, name, v, Child::Opaque)),
+        }
+    }
     // Stable: unknown keys keep the map's sorted order, after the known ones.
     keys.sort_by_key(|k| k.0);
     let mut map = s.serialize_map(Some(keys.len()))?;
@@ -444,7 +504,7 @@ mod tests {
             "metadata": {"resourceVersion": "3"}});
         assert_eq!(
             go(&list),
-            r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"3"},"items":[{"metadata":{"name":"c"},"data":{"k":"v"}}]}"#
+            r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"3"},"items":[{"metadata":{"name":"c","creationTimestamp":null},"data":{"k":"v"}}]}"#
         );
         let custom =
             json!({"kind": "Widget", "apiVersion": "example.com/v1", "spec": {"b": 1, "a": 2}});
@@ -462,7 +522,7 @@ mod tests {
             "ownerReferences": [{"uid": "u", "name": "o", "kind": "Pod", "apiVersion": "v1"}]}});
         assert_eq!(
             go(&cm),
-            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c","ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"o","uid":"u"}],"managedFields":[{"manager":"kubectl","operation":"Update","apiVersion":"v1","time":"t","fieldsType":"FieldsV1","fieldsV1":{"f:data":{}}}]}}"#
+            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c","creationTimestamp":null,"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"o","uid":"u"}],"managedFields":[{"manager":"kubectl","operation":"Update","apiVersion":"v1","time":"t","fieldsType":"FieldsV1","fieldsV1":{"f:data":{}}}]}}"#
         );
     }
 
@@ -472,7 +532,7 @@ mod tests {
             "data": {"html": "<a href=\"x\">&</a>", "sep": "a\u{2028}b\u{2029}", "tab": "\t"}});
         assert_eq!(
             go(&cm),
-            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c"},"data":{"html":"\u003ca href=\"x\"\u003e\u0026\u003c/a\u003e","sep":"a\u2028b\u2029","tab":"\t"}}"#
+            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c","creationTimestamp":null},"data":{"html":"\u003ca href=\"x\"\u003e\u0026\u003c/a\u003e","sep":"a\u2028b\u2029","tab":"\t"}}"#
         );
         let pretty = String::from_utf8(to_vec_pretty(&json!({"a": "<"}))).unwrap();
         assert_eq!(pretty, "{\n  \"a\": \"\\u003c\"\n}");
@@ -487,7 +547,31 @@ mod tests {
                 "selector": {"matchLabels": {"a": "b"}}, "replicas": 1}});
         assert_eq!(
             go(&deploy),
-            r#"{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"d"},"spec":{"replicas":1,"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"nginx","resources":{"limits":{"cpu":"1"}}}]}}}}"#
+            r#"{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"d","creationTimestamp":null},"spec":{"replicas":1,"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"creationTimestamp":null,"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"nginx","resources":{"limits":{"cpu":"1"}}}]}},"strategy":{}},"status":{}}"#
+        );
+    }
+
+    #[test]
+    fn fields_go_always_writes_are_written() {
+        // Non-pointer structs (status, loadBalancer), a slice without omitempty (rules),
+        // scalars without omitempty (the PDB's counts), times (null); pointers stay out.
+        let svc = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "s", "creationTimestamp": "t"}, "spec": {"clusterIP": "None"}});
+        assert_eq!(
+            go(&svc),
+            r#"{"kind":"Service","apiVersion":"v1","metadata":{"name":"s","creationTimestamp":"t"},"spec":{"clusterIP":"None"},"status":{"loadBalancer":{}}}"#
+        );
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "r", "creationTimestamp": "t"}});
+        assert_eq!(
+            go(&role),
+            r#"{"kind":"Role","apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"r","creationTimestamp":"t"},"rules":null}"#
+        );
+        let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "p", "creationTimestamp": "t"}, "spec": {"minAvailable": 1}});
+        assert_eq!(
+            go(&pdb),
+            r#"{"kind":"PodDisruptionBudget","apiVersion":"policy/v1","metadata":{"name":"p","creationTimestamp":"t"},"spec":{"minAvailable":1},"status":{"disruptionsAllowed":0,"currentHealthy":0,"desiredHealthy":0,"expectedPods":0}}"#
         );
     }
 }

@@ -22,7 +22,10 @@ pub(super) fn apply(kind: &str, obj: &mut Obj) {
         }
         "ReplicationController" => replication_controller(obj),
         "Service" => service(obj),
-        "Secret" => default_str(obj, "type", "Opaque"),
+        "Secret" => {
+            merge_string_data(obj);
+            default_str(obj, "type", "Opaque");
+        }
         "Namespace" => namespace(obj),
         "Node" => node(obj),
         "PersistentVolume" => persistent_volume(obj),
@@ -36,6 +39,37 @@ pub(super) fn apply(kind: &str, obj: &mut Obj) {
             }
         }
         _ => {}
+    }
+}
+
+/// Upstream's v1 → internal conversion of a Secret: each `stringData` value is written into
+/// `data` (base64, replacing a `data` value of the same key) and `stringData` is dropped, so
+/// it is neither stored nor answered. A non-string value is left for validation to refuse.
+fn merge_string_data(obj: &mut Obj) {
+    use base64::Engine as _;
+    let Some(Value::Object(strings)) = obj.get("stringData") else {
+        return;
+    };
+    if strings.values().any(|v| !v.is_string()) {
+        return;
+    }
+    let encoded: Vec<(String, Value)> = strings
+        .iter()
+        .map(|(k, v)| {
+            let text = v.as_str().unwrap_or_default();
+            let b64 = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
+            (k.clone(), Value::String(b64))
+        })
+        .collect();
+    obj.remove("stringData");
+    let data = obj
+        .entry("data")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if !data.is_object() {
+        *data = Value::Object(serde_json::Map::new());
+    }
+    if let Some(data) = data.as_object_mut() {
+        data.extend(encoded);
     }
 }
 

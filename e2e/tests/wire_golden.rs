@@ -1,0 +1,428 @@
+//! The golden-file corpus (issue 23): for each common built-in kind, an object written by
+//! stock `kubectl create -f e2e/golden/<kind>.input.yaml`, read back with curl as JSON and as
+//! YAML, and compared byte for byte with `e2e/golden/<kind>.json` / `<kind>.yaml`.
+//!
+//! The expectations were written from the Go types of k8s.io/api v0.33 (field order,
+//! `omitempty`, non-pointer structs always written: `"status":{}`, `"creationTimestamp":null`
+//! in templates) and upstream's defaulting, admission and field manager, not from this
+//! server's output; `<kind>.yaml` is derived from `<kind>.json` by `e2e/golden/to_yaml.py`
+//! (go-yaml v2's layout, written independently of the server's encoder). Only server-
+//! generated values are normalised, each to a named placeholder: `<uid>`,
+//! `<resourceVersion>`, `<creationTimestamp>`, `<time>` (managedFields),
+//! `<lastTransitionTime>`, `<clusterIP>`.
+//!
+//! [`GAPS`] lists known differences owned elsewhere, each a literal rewrite of the
+//! expectation with its reason; a gap that no longer applies fails the test (delete it).
+//! A third format slots into [`FORMATS`]: protobuf expectations (`<kind>.pb`) with their
+//! normaliser.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use e2e::ServerProcess;
+use serde_json::Value;
+
+/// Each kind: the corpus file stem and the object's path.
+const KINDS: &[(&str, &str)] = &[
+    ("pod", "/api/v1/namespaces/default/pods/web"),
+    ("service", "/api/v1/namespaces/default/services/web"),
+    (
+        "configmap",
+        "/api/v1/namespaces/default/configmaps/settings",
+    ),
+    ("secret", "/api/v1/namespaces/default/secrets/creds"),
+    (
+        "deployment",
+        "/apis/apps/v1/namespaces/default/deployments/web",
+    ),
+    (
+        "statefulset",
+        "/apis/apps/v1/namespaces/default/statefulsets/db",
+    ),
+    (
+        "daemonset",
+        "/apis/apps/v1/namespaces/default/daemonsets/agent",
+    ),
+    ("job", "/apis/batch/v1/namespaces/default/jobs/once"),
+    (
+        "cronjob",
+        "/apis/batch/v1/namespaces/default/cronjobs/nightly",
+    ),
+    ("namespace", "/api/v1/namespaces/team-a"),
+    (
+        "serviceaccount",
+        "/api/v1/namespaces/default/serviceaccounts/builder",
+    ),
+    (
+        "role",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles/reader",
+    ),
+    (
+        "rolebinding",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings/reader",
+    ),
+    (
+        "ingress",
+        "/apis/networking.k8s.io/v1/namespaces/default/ingresses/web",
+    ),
+    (
+        "networkpolicy",
+        "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies/deny-ingress",
+    ),
+    (
+        "persistentvolumeclaim",
+        "/api/v1/namespaces/default/persistentvolumeclaims/data",
+    ),
+    (
+        "poddisruptionbudget",
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets/web",
+    ),
+    (
+        "horizontalpodautoscaler",
+        "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers/web",
+    ),
+    (
+        "lease",
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases/leader",
+    ),
+    (
+        "priorityclass",
+        "/apis/scheduling.k8s.io/v1/priorityclasses/high",
+    ),
+    (
+        "storageclass",
+        "/apis/storage.k8s.io/v1/storageclasses/fast",
+    ),
+    (
+        "customresourcedefinition",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com",
+    ),
+];
+
+/// The formats compared: file extension and Accept header. Protobuf (`pb`,
+/// `application/vnd.kubernetes.protobuf`) goes here with its expectations.
+const FORMATS: &[(&str, &str)] = &[("json", "application/json"), ("yaml", "application/yaml")];
+
+/// A known difference: kinds (`*`: all), format, the expectation's text and what this server
+/// writes instead, and why.
+struct Gap {
+    kinds: &'static [&'static str],
+    format: &'static str,
+    expected: &'static str,
+    written: &'static str,
+    reason: &'static str,
+}
+
+const FIELD_MANAGER_DOT: &str = "the field manager marks only maps (labels, data) as members \
+     (`.`); upstream's also marks associative lists and pointer structs the create added \
+     (`f:ports`, `f:rollingUpdate`, `f:persistentVolumeClaimRetentionPolicy`): apiserver/src/apply";
+
+const GAPS: &[Gap] = &[
+    Gap {
+        kinds: &["*"],
+        format: "json",
+        expected: r#""uid":"<uid>","resourceVersion":"<resourceVersion>""#,
+        written: r#""uid":"<uid>""#,
+        reason: "objects served from stored bytes carry resourceVersion first in metadata \
+                 (watch cache splice); upstream writes it after uid",
+    },
+    Gap {
+        kinds: &["*"],
+        format: "json",
+        expected: r#""metadata":{"name""#,
+        written: r#""metadata":{"resourceVersion":"<resourceVersion>","name""#,
+        reason: "(the other half of the resourceVersion position)",
+    },
+    Gap {
+        kinds: &["pod", "service"],
+        format: "json",
+        expected: r#""f:ports":{".":{},"#,
+        written: r#""f:ports":{"#,
+        reason: FIELD_MANAGER_DOT,
+    },
+    Gap {
+        kinds: &["pod"],
+        format: "yaml",
+        expected: "f:ports:\n              .: {}\n",
+        written: "f:ports:\n",
+        reason: FIELD_MANAGER_DOT,
+    },
+    Gap {
+        kinds: &["service"],
+        format: "yaml",
+        expected: "f:ports:\n          .: {}\n",
+        written: "f:ports:\n",
+        reason: FIELD_MANAGER_DOT,
+    },
+    Gap {
+        kinds: &["deployment", "daemonset", "statefulset"],
+        format: "json",
+        expected: r#""f:rollingUpdate":{".":{},"#,
+        written: r#""f:rollingUpdate":{"#,
+        reason: FIELD_MANAGER_DOT,
+    },
+    Gap {
+        kinds: &["deployment", "daemonset", "statefulset"],
+        format: "yaml",
+        expected: "f:rollingUpdate:\n            .: {}\n",
+        written: "f:rollingUpdate:\n",
+        reason: FIELD_MANAGER_DOT,
+    },
+    Gap {
+        kinds: &["statefulset"],
+        format: "json",
+        expected: r#""f:persistentVolumeClaimRetentionPolicy":{".":{},"#,
+        written: r#""f:persistentVolumeClaimRetentionPolicy":{"#,
+        reason: FIELD_MANAGER_DOT,
+    },
+    Gap {
+        kinds: &["statefulset"],
+        format: "yaml",
+        expected: "f:persistentVolumeClaimRetentionPolicy:\n          .: {}\n",
+        written: "f:persistentVolumeClaimRetentionPolicy:\n",
+        reason: FIELD_MANAGER_DOT,
+    },
+];
+
+/// Kinds not compared yet (their body is printed), each with why; one that matches fails
+/// the test, so that it is taken off this list.
+const NOT_YET: &[(&str, &str)] = &[
+    (
+        "job",
+        "managedFields are recorded after the strategy's PrepareForCreate (generated selector \
+         and labels in kubectl-create's set); upstream records them before (handlers/mod.rs)",
+    ),
+    (
+        "namespace",
+        "managedFields are recorded after PrepareForCreate (spec.finalizers in kubectl-create's \
+         set); upstream records them before (handlers/mod.rs)",
+    ),
+    (
+        "persistentvolumeclaim",
+        "the StorageObjectInUseProtection admission plugin (finalizer \
+         kubernetes.io/pvc-protection) is missing",
+    ),
+    (
+        "horizontalpodautoscaler",
+        "metadata.generation is set on create; upstream's HPA strategy sets none",
+    ),
+    (
+        "customresourcedefinition",
+        "apiextensions types are not in the codec's schema (sorted keys), and the status \
+         writes of the naming/establishing controllers record no kube-apiserver entry",
+    ),
+];
+
+/// One raw GET with the admin's client certificate.
+fn curl(s: &ServerProcess, path: &str, accept: &str) -> (u16, String) {
+    let pki = s.data_dir.join("pki");
+    let out = Command::new("curl")
+        .args(["-s", "-A", "e2e-golden", "-H", &format!("Accept: {accept}")])
+        .arg("--cacert")
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .args(["-w", "%{http_code}"])
+        .arg(format!("{}{path}", s.url))
+        .output()
+        .expect("curl runs");
+    let mut text = String::from_utf8(out.stdout).expect("utf-8 body");
+    let code = text.split_off(text.len().saturating_sub(3));
+    (code.parse().expect("status code"), text)
+}
+
+/// Replaces the string value after each `"<key>":"` (JSON) or `<key>: "` (YAML) with
+/// `<key>`, and every occurrence of each of `values` with its placeholder.
+fn normalise(text: &str, format: &str, values: &[(String, &str)]) -> String {
+    let mut out = text.to_owned();
+    for (value, placeholder) in values {
+        if !value.is_empty() {
+            out = out.replace(value.as_str(), placeholder);
+        }
+    }
+    for key in [
+        "resourceVersion",
+        "creationTimestamp",
+        "time",
+        "lastTransitionTime",
+    ] {
+        let open = match format {
+            "json" => format!("\"{key}\":\""),
+            _ => format!("{key}: \""),
+        };
+        let mut result = String::with_capacity(out.len());
+        let mut rest = out.as_str();
+        while let Some(at) = rest.find(&open) {
+            // A key, not the tail of a longer one (`"time"` inside `"lastTransitionTime"`).
+            let boundary = at == 0
+                || !rest.as_bytes()[at - 1].is_ascii_alphanumeric()
+                    && (format == "json" || rest.as_bytes()[at - 1] == b' ');
+            let start = at + open.len();
+            result.push_str(&rest[..start]);
+            let Some(end) = rest[start..].find('"') else {
+                rest = &rest[start..];
+                break;
+            };
+            if boundary {
+                result.push_str(&format!("<{key}>"));
+            } else {
+                result.push_str(&rest[start..start + end]);
+            }
+            rest = &rest[start + end..];
+        }
+        result.push_str(rest);
+        out = result;
+    }
+    out
+}
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden")
+}
+
+/// Where two texts first differ, with some context.
+fn first_difference(want: &str, got: &str) -> String {
+    let at = want
+        .bytes()
+        .zip(got.bytes())
+        .position(|(a, b)| a != b)
+        .unwrap_or(want.len().min(got.len()));
+    let from = at.saturating_sub(80);
+    let clip = |s: &str| {
+        let end = (at + 80).min(s.len());
+        s.get(from..end).unwrap_or("").to_owned()
+    };
+    format!(
+        "at byte {at}:\n  want …{}…\n  got  …{}…",
+        clip(want),
+        clip(got)
+    )
+}
+
+/// Applies the gaps of `kind`/`format` to `expected`; also returns those that applied.
+fn with_gaps(kind: &str, format: &str, expected: &str) -> (String, Vec<&'static Gap>) {
+    let mut text = expected.to_owned();
+    let mut applied = Vec::new();
+    for gap in GAPS {
+        let matches_kind = gap.kinds.iter().any(|k| *k == "*" || *k == kind);
+        if matches_kind && gap.format == format && text.contains(gap.expected) {
+            text = text.replacen(gap.expected, gap.written, 1);
+            applied.push(gap);
+        }
+    }
+    (text, applied)
+}
+
+/// Waits until the CRD's status has both conditions (the naming and establishing
+/// controllers write them after the create).
+fn wait_established(s: &ServerProcess, path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = curl(s, path, "application/json");
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        let conditions = v["status"]["conditions"].as_array().map_or(0, Vec::len);
+        if conditions >= 2 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "CRD never established: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn built_in_kinds_read_back_as_upstream_writes_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start(&dir.path().join("data")).expect("server starts");
+    let golden = golden_dir();
+    let mut failures = Vec::new();
+    let mut matched = 0;
+    for (kind, path) in KINDS {
+        let input = golden.join(format!("{kind}.input.yaml"));
+        let (ok, _, err) = s
+            .kubectl(&["create", "-f", &input.to_string_lossy()])
+            .expect("kubectl runs");
+        assert!(ok, "kubectl create -f {}: {err}", input.display());
+        if *kind == "customresourcedefinition" {
+            wait_established(&s, path);
+        }
+        let (code, json) = curl(&s, path, "application/json");
+        assert_eq!(code, 200, "{kind}: {json}");
+        let object: Value = serde_json::from_str(&json).expect("JSON body");
+        let values = [
+            (
+                object["metadata"]["uid"].as_str().unwrap_or("").to_owned(),
+                "<uid>",
+            ),
+            (
+                object["spec"]["clusterIP"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+                "<clusterIP>",
+            ),
+        ];
+        for (format, accept) in FORMATS {
+            let body = if *format == "json" {
+                json.clone()
+            } else {
+                let (code, body) = curl(&s, path, accept);
+                assert_eq!(code, 200, "{kind} as {accept}: {body}");
+                body
+            };
+            let got = normalise(&body, format, &values);
+            let file = golden.join(format!("{kind}.{format}"));
+            let expected = std::fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let (want, gaps) = with_gaps(kind, format, &expected);
+            if let Some((_, why)) = NOT_YET.iter().find(|(k, _)| k == kind) {
+                if got == want {
+                    failures.push(format!("{kind}.{format} matches: take it off NOT_YET"));
+                } else {
+                    println!(
+                        "not yet compared: {kind}.{format} ({why}) {}",
+                        first_difference(&want, &got)
+                    );
+                }
+                continue;
+            }
+            if got == want {
+                matched += 1;
+            } else if got == expected {
+                failures.push(format!(
+                    "{kind}.{format} matches upstream: delete the gaps {:?}",
+                    gaps.iter().map(|g| g.reason).collect::<Vec<_>>()
+                ));
+            } else {
+                failures.push(format!(
+                    "{kind}.{format} differs {}",
+                    first_difference(&want, &got)
+                ));
+            }
+        }
+    }
+    println!(
+        "{matched} of {} bodies match byte for byte ({} kinds not compared yet)",
+        KINDS.len() * FORMATS.len(),
+        NOT_YET.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn normalising_replaces_only_server_generated_values() {
+    let json = r#"{"metadata":{"uid":"u-1","resourceVersion":"12","creationTimestamp":"2024-01-01T00:00:00Z","managedFields":[{"time":"2024-01-01T00:00:01Z"}]},"status":{"conditions":[{"lastTransitionTime":"2024-01-01T00:00:02Z"}]},"data":{"time":"x"}}"#;
+    let values = [("u-1".to_owned(), "<uid>")];
+    assert_eq!(
+        normalise(json, "json", &values),
+        r#"{"metadata":{"uid":"<uid>","resourceVersion":"<resourceVersion>","creationTimestamp":"<creationTimestamp>","managedFields":[{"time":"<time>"}]},"status":{"conditions":[{"lastTransitionTime":"<lastTransitionTime>"}]},"data":{"time":"<time>"}}"#
+    );
+    let yaml =
+        "metadata:\n  resourceVersion: \"12\"\n  uid: u-1\nstatus:\n  lastTransitionTime: \"t\"\n";
+    assert_eq!(
+        normalise(yaml, "yaml", &values),
+        "metadata:\n  resourceVersion: \"<resourceVersion>\"\n  uid: <uid>\nstatus:\n  lastTransitionTime: \"<lastTransitionTime>\"\n"
+    );
+}
