@@ -2,7 +2,8 @@
 # Installs what `make test` needs beyond the Rust toolchain, only what is missing:
 #   etcdctl and etcd (Debian's etcd-client / etcd-server 3.4: the store is checked against the
 #   stock etcd client, `--etcd-servers` against a real etcd), and the official Kubernetes
-#   Python client (e2e/tests/python_client.rs). kubectl comes with the machine.
+#   Python client (e2e/tests/python_client.rs), and Debian's chromium (the dashboard test).
+#   kubectl comes with the machine.
 # Debian packages need root (apt-get); without it, one line says what to install.
 set -euo pipefail
 
@@ -10,6 +11,8 @@ missing=()
 command -v etcdctl >/dev/null || missing+=(etcd-client)
 command -v etcd >/dev/null || missing+=(etcd-server)
 command -v curl >/dev/null || missing+=(curl)
+# Headless Chromium drives the web dashboard in e2e/tests/dashboard.rs (DevTools protocol).
+command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
     echo "test-deps: missing Debian packages: ${missing[*]} — install them (apt-get install ${missing[*]}) and rerun make test" >&2

@@ -17,6 +17,7 @@ pub mod authn;
 pub mod authz;
 pub mod codec;
 pub mod crd;
+pub mod dashboard;
 pub mod defaults;
 pub mod discovery;
 pub mod encryption;

@@ -50,6 +50,8 @@ pub struct ApiServerConfig {
     pub admission: crate::admission::AdmissionConfig,
     /// API aggregation: `--proxy-client-*` and `--requestheader-*`.
     pub aggregator: crate::aggregator::AggregatorConfig,
+    /// Serve the web dashboard's static files at `/dashboard/` (`--dashboard`).
+    pub dashboard: bool,
 }
 
 /// Errors starting the server.
@@ -446,7 +448,9 @@ async fn openapi(api: LazyOpenApi, req: Request) -> Response {
 
 /// The router with the tier-1 pipeline: request info → audit ID → authentication → audit →
 /// impersonation → metrics → flow control (seats, queue, 429) → authorization → aggregation
-/// (`auditor`: `None` when auditing is off).
+/// (`auditor`: `None` when auditing is off). With `dashboard`, the dashboard's static files
+/// (`/dashboard/`, no data) are answered in front of the pipeline, without authentication.
+#[allow(clippy::too_many_arguments)]
 pub fn router(
     ctx: Arc<Ctx>,
     authorizer: Arc<dyn Authorizer>,
@@ -455,6 +459,7 @@ pub fn router(
     flow_control: Arc<crate::flow_control::FlowControl>,
     auditor: Option<Arc<crate::audit::Auditor>>,
     aggregator: Arc<crate::aggregator::Aggregator>,
+    dashboard: bool,
 ) -> Router {
     let exposition = Arc::clone(&metrics);
     let (oidc, jwks) = (authn.openid_configuration(), authn.jwks());
@@ -554,7 +559,12 @@ pub fn router(
             crate::aggregator::layer(Arc::clone(&aggregator), req, next)
         }))
         .service(resources);
-    Router::new().fallback_service(pipeline)
+    let front = if dashboard {
+        crate::dashboard::routes()
+    } else {
+        Router::new()
+    };
+    front.fallback_service(pipeline)
 }
 
 /// A task stopped when its handle is dropped.
@@ -604,6 +614,7 @@ pub async fn serve(
         flow_control,
         auditor,
         aggregator,
+        cfg.dashboard,
     );
     let _availability = availability;
     let mut shutdown = std::pin::pin!(shutdown);

@@ -338,6 +338,10 @@ struct ServerArgs {
     /// Interval of store compaction (e.g. 5m, 30s; 0s disables).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     etcd_compaction_interval: Duration,
+    /// Serve the web dashboard at /dashboard/ (default true for `capstan server`, false for
+    /// `capstan apiserver`); it reads through the API with the user's token.
+    #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    dashboard: Option<bool>,
     /// Static bearer tokens: CSV lines `token,user,uid,"group1,group2"`.
     #[arg(long)]
     token_auth_file: Option<PathBuf>,
@@ -870,6 +874,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
             log_max_age_days: args.audit_log_maxage,
         },
         encryption_provider_config: args.encryption_provider_config,
+        dashboard: args.dashboard.unwrap_or(true),
         admission: apiserver::admission::AdmissionConfig {
             enable: args.enable_admission_plugins,
             disable: args.disable_admission_plugins,
@@ -1294,6 +1299,7 @@ fn main() -> ExitCode {
                     args.nodes = 0;
                     args.disable_scheduler = true;
                     args.disable_controller_manager = true;
+                    args.dashboard = Some(args.dashboard.unwrap_or(false));
                     run_server(*args).await
                 }
             }

@@ -1,0 +1,409 @@
+//! The web dashboard (`/dashboard/`, issue 27) against the real binary: its static files are
+//! served without credentials with a strict CSP, strong ETags and gzip; and, driven in
+//! headless Chromium over the DevTools protocol, a user logs in with a service-account token,
+//! sees the 3 nodes, watches a Deployment's pods appear Running without a reload, opens a
+//! pod's YAML, and a token bound to a Role in one namespace cannot see another namespace.
+//! Screenshots land in `target/dashboard-screenshots/`.
+
+#[path = "dashboard/cdp.rs"]
+mod cdp;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use e2e::ServerProcess;
+
+/// `curl -sk` of `url` with extra arguments: (status, headers lower-cased, body bytes).
+fn curl(url: &str, args: &[&str]) -> Result<(u16, String, Vec<u8>)> {
+    let dir = tempfile::tempdir()?;
+    let head = dir.path().join("head");
+    let out = Command::new("curl")
+        .args(["-sk", "--http1.1", "-D"])
+        .arg(&head)
+        .args(args)
+        .arg(url)
+        .output()?;
+    if !out.status.success() {
+        bail!("curl {url}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let head = std::fs::read_to_string(&head)?.to_ascii_lowercase();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, head, out.stdout))
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        l.strip_prefix(name)
+            .and_then(|r| r.strip_prefix(':'))
+            .map(str::trim)
+    })
+}
+
+#[test]
+fn dashboard_assets_are_public_cached_compressed_and_locked_down() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = ServerProcess::start(&dir.path().join("data"))?;
+    let page = format!("{}/dashboard/", server.url);
+
+    // No credentials: the page (no data in it) is served…
+    let (status, head, body) = curl(&page, &[])?;
+    assert_eq!(status, 200, "{head}");
+    assert!(String::from_utf8_lossy(&body).contains("<script src=\"app.js\""));
+    assert_eq!(
+        header(&head, "content-security-policy"),
+        Some(
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+             connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+        )
+    );
+    assert_eq!(header(&head, "x-content-type-options"), Some("nosniff"));
+    assert_eq!(
+        header(&head, "content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    // …but the data is not: the same anonymous client gets no pods.
+    let (status, _, _) = curl(&format!("{}/api/v1/pods", server.url), &[])?;
+    assert!(
+        status == 401 || status == 403,
+        "anonymous pod list: {status}"
+    );
+
+    // A strong ETag; If-None-Match answers 304 without a body.
+    let etag = header(&head, "etag").expect("etag").to_owned();
+    assert!(etag.starts_with('"') && !etag.starts_with("w/"), "{etag}");
+    let (status, head304, body) = curl(&page, &["-H", &format!("If-None-Match: {etag}")])?;
+    assert_eq!(status, 304, "{head304}");
+    assert!(body.is_empty());
+
+    // gzip when accepted (the script shrinks), identity otherwise; different ETags.
+    let js = format!("{}/dashboard/app.js", server.url);
+    let (status, plain_head, plain) = curl(&js, &[])?;
+    assert_eq!(status, 200);
+    assert_eq!(header(&plain_head, "content-encoding"), None);
+    let (status, gz_head, gz) = curl(&js, &["-H", "Accept-Encoding: gzip"])?;
+    assert_eq!(status, 200);
+    assert_eq!(header(&gz_head, "content-encoding"), Some("gzip"));
+    assert!(
+        gz.len() * 2 < plain.len(),
+        "{} vs {}",
+        gz.len(),
+        plain.len()
+    );
+    assert_ne!(header(&gz_head, "etag"), header(&plain_head, "etag"));
+    let mut gunzip = Command::new("gzip")
+        .arg("-dc")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    if let Some(mut stdin) = gunzip.stdin.take() {
+        use std::io::Write;
+        stdin.write_all(&gz)?;
+    }
+    let decoded = gunzip.wait_with_output()?;
+    assert!(
+        decoded.status.success() && decoded.stdout == plain,
+        "gzip body differs"
+    );
+
+    // Unknown files are 404s; other methods are not accepted.
+    let (status, _, _) = curl(&format!("{}/dashboard/nope.js", server.url), &[])?;
+    assert_eq!(status, 404);
+    let (status, _, _) = curl(&page, &["-X", "POST"])?;
+    assert_eq!(status, 405);
+    let (status, head, _) = curl(&format!("{}/dashboard", server.url), &[])?;
+    assert_eq!(status, 301);
+    assert_eq!(header(&head, "location"), Some("/dashboard/"));
+
+    // --dashboard=false: the path is an ordinary (unauthenticated → 403) API path.
+    let off = ServerProcess::start_with(&dir.path().join("off"), &["--dashboard=false"])?;
+    let (status, _, _) = curl(&format!("{}/dashboard/", off.url), &[])?;
+    assert_ne!(status, 200);
+    Ok(())
+}
+
+fn screenshots_dir() -> PathBuf {
+    // target/debug/capstan → target/dashboard-screenshots
+    let bin = e2e::capstan_bin();
+    bin.parent()
+        .and_then(|p| p.parent())
+        .map(|t| t.join("dashboard-screenshots"))
+        .unwrap_or_else(|| PathBuf::from("dashboard-screenshots"))
+}
+
+fn kubectl_ok(server: &ServerProcess, args: &[&str]) -> Result<String> {
+    let (ok, out, err) = server.kubectl(args)?;
+    if !ok {
+        bail!("kubectl {}: {err}", args.join(" "));
+    }
+    Ok(out)
+}
+
+/// A service-account token bound by `binding` (already created) — `kubectl create token`.
+fn token(server: &ServerProcess, ns: &str, sa: &str) -> Result<String> {
+    Ok(
+        kubectl_ok(server, &["create", "token", sa, "-n", ns, "--duration=1h"])?
+            .trim()
+            .to_owned(),
+    )
+}
+
+/// A JS string literal.
+fn js(s: &str) -> String {
+    serde_json::Value::String(s.to_owned()).to_string()
+}
+
+#[test]
+fn dashboard_in_headless_chromium() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = ServerProcess::start_cluster(&dir.path().join("data"), &[])?;
+    let shots = screenshots_dir();
+
+    // Three simulated nodes register.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = kubectl_ok(&server, &["get", "nodes", "--no-headers"])?;
+        if out.lines().filter(|l| l.contains(" Ready")).count() == 3 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("3 Ready nodes not seen: {out}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // An administrator's token.
+    kubectl_ok(
+        &server,
+        &["create", "serviceaccount", "dash-admin", "-n", "default"],
+    )?;
+    kubectl_ok(
+        &server,
+        &[
+            "create",
+            "clusterrolebinding",
+            "dash-admin",
+            "--clusterrole=cluster-admin",
+            "--serviceaccount=default:dash-admin",
+        ],
+    )?;
+    let admin = token(&server, "default", "dash-admin")?;
+
+    let mut browser = cdp::Browser::launch()?;
+    let url = format!("{}/dashboard/", server.url);
+    let page = browser.new_page(&url)?;
+    let long = Duration::from_secs(60);
+
+    // Log in through the form.
+    browser.wait_for(
+        &page,
+        "!!document.querySelector('#login') && !document.querySelector('#login').hidden",
+        long,
+        "login form",
+    )?;
+    browser.eval(
+        &page,
+        &format!(
+            "document.querySelector('#token-input').value = {}; \
+             document.querySelector('#login').requestSubmit(); true",
+            js(&admin)
+        ),
+    )?;
+    // The overview: the 3 nodes, each with its fill bars; the logged-in user's name.
+    browser.wait_for(
+        &page,
+        "document.querySelectorAll('[data-table=nodes] .tr').length === 3 && \
+         document.querySelectorAll('[data-table=nodes] .tr .bar').length === 9",
+        long,
+        "3 node rows",
+    )?;
+    browser.wait_for(
+        &page,
+        "document.querySelector('#who').textContent === 'system:serviceaccount:default:dash-admin'",
+        long,
+        "user name from SelfSubjectReview",
+    )?;
+    // The token stays out of the address bar and out of cookies.
+    let leaked = browser.eval(
+        &page,
+        &format!(
+            "location.href.includes({t}) || document.cookie.includes({t})",
+            t = js(&admin)
+        ),
+    )?;
+    assert_eq!(leaked, serde_json::Value::Bool(false));
+    browser.wait_for(
+        &page,
+        "document.querySelector('[data-phase=Running]') !== null",
+        long,
+        "pods by phase",
+    )?;
+    browser.screenshot(&page, &shots.join("overview.png"))?;
+
+    // A Deployment created with kubectl appears, pods Running, without a reload: a marker set
+    // on the window survives (a reload would drop it).
+    browser.eval(
+        &page,
+        "window.__noReload = true; location.hash = '#/pods'; true",
+    )?;
+    browser.wait_for(
+        &page,
+        "document.querySelector('[data-view=pods] [data-table=pods]') !== null",
+        long,
+        "pods view",
+    )?;
+    kubectl_ok(
+        &server,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=2",
+            "-n",
+            "default",
+        ],
+    )?;
+    browser.wait_for(
+        &page,
+        "window.__noReload === true && [...document.querySelectorAll('[data-table=pods] .tr')]\
+         .filter(r => r.dataset.name.startsWith('web-') && r.innerText.includes('Running')).length === 2",
+        Duration::from_secs(90),
+        "2 Running web- pods",
+    )?;
+    browser.screenshot(&page, &shots.join("pods.png"))?;
+    browser.eval(&page, "location.hash = '#/workloads/deployments'; true")?;
+    browser.wait_for(
+        &page,
+        "[...document.querySelectorAll('[data-table=deployments] .tr')]\
+         .some(r => r.dataset.name === 'web' && r.innerText.includes('2 / 2'))",
+        long,
+        "the Deployment's rollout 2 / 2",
+    )?;
+    browser.screenshot(&page, &shots.join("workloads.png"))?;
+
+    // A pod's YAML.
+    browser.eval(&page, "location.hash = '#/pods'; true")?;
+    browser.wait_for(
+        &page,
+        "!!document.querySelector('[data-table=pods] .tr[data-name^=\"web-\"]')",
+        long,
+        "pods again",
+    )?;
+    let pod = browser.eval(
+        &page,
+        "(() => { const r = document.querySelector('[data-table=pods] .tr[data-name^=\"web-\"]'); \
+         r.click(); return r.dataset.name; })()",
+    )?;
+    let pod = pod.as_str().unwrap_or_default().to_owned();
+    browser.wait_for(
+        &page,
+        &format!(
+            "(() => {{ const y = document.querySelector('#yaml'); return !!y && \
+             y.textContent.includes('kind: Pod') && y.textContent.includes('name: ' + {}) && \
+             y.textContent.includes('nodeName: '); }})()",
+            js(&pod)
+        ),
+        long,
+        "the pod's YAML",
+    )?;
+    browser.screenshot(&page, &shots.join("pod-yaml.png"))?;
+
+    // A token bound to a Role in team-a: sees team-a's pods, not team-b's.
+    for ns in ["team-a", "team-b"] {
+        kubectl_ok(&server, &["create", "namespace", ns])?;
+        kubectl_ok(
+            &server,
+            &["run", &format!("{ns}-pod"), "--image=nginx", "-n", ns],
+        )?;
+    }
+    kubectl_ok(
+        &server,
+        &["create", "serviceaccount", "alice", "-n", "team-a"],
+    )?;
+    kubectl_ok(
+        &server,
+        &[
+            "create",
+            "role",
+            "reader",
+            "-n",
+            "team-a",
+            "--verb=get,list,watch",
+            "--resource=pods,events,services",
+        ],
+    )?;
+    kubectl_ok(
+        &server,
+        &[
+            "create",
+            "rolebinding",
+            "alice-reader",
+            "-n",
+            "team-a",
+            "--role=reader",
+            "--serviceaccount=team-a:alice",
+        ],
+    )?;
+    let alice = token(&server, "team-a", "alice")?;
+    // A new tab (its own sessionStorage), logged in by the URL fragment.
+    let tab = browser.new_page(&format!("{url}#token={}&ns=team-a&view=pods", alice))?;
+    browser.wait_for(
+        &tab,
+        "[...document.querySelectorAll('[data-table=pods] .tr')].some(r => r.dataset.name === 'team-a-pod')",
+        long,
+        "team-a's pod for alice",
+    )?;
+    let fragment = browser.eval(&tab, "location.hash")?;
+    assert_eq!(
+        fragment,
+        serde_json::json!("#/pods"),
+        "token left in the URL"
+    );
+    // Another namespace, then all namespaces: Forbidden, and nothing of team-b shown.
+    for ns in ["team-b", ""] {
+        browser.eval(
+            &tab,
+            &format!(
+                "(() => {{ const i = document.querySelector('#ns-input'); i.value = {}; \
+                 i.dispatchEvent(new Event('change')); return true; }})()",
+                js(ns)
+            ),
+        )?;
+        browser.wait_for(
+            &tab,
+            "(document.querySelector('[data-table=pods] .error') || {}).textContent?.startsWith('Forbidden')",
+            long,
+            &format!("Forbidden for namespace {ns:?}"),
+        )?;
+        let text = browser.eval(&tab, "document.body.innerText")?;
+        let text = text.as_str().unwrap_or_default();
+        assert!(!text.contains("team-b-pod"), "{text}");
+        assert_eq!(
+            browser.eval(
+                &tab,
+                "document.querySelectorAll('[data-table=pods] .tr').length"
+            )?,
+            serde_json::json!(0)
+        );
+    }
+    browser.screenshot(&tab, &shots.join("forbidden.png"))?;
+    // And the same identity outside the browser agrees (RBAC decided, not the page).
+    let bearer = format!("Authorization: Bearer {alice}");
+    let (status, _, _) = curl(
+        &format!("{}/api/v1/namespaces/team-b/pods", server.url),
+        &["-H", &bearer],
+    )?;
+    assert_eq!(status, 403);
+    let (status, _, _) = curl(
+        &format!("{}/api/v1/namespaces/team-a/pods", server.url),
+        &["-H", &bearer],
+    )?;
+    assert_eq!(status, 200);
+    Ok(())
+}
