@@ -93,6 +93,10 @@ struct Ctr {
     probed: Option<(String, bool)>,
     /// Readiness comes from a real probe (process runtime) rather than its delay.
     real_probes: bool,
+    /// The process runtime decides when it is started (a postStart hook or a startup probe).
+    gated: bool,
+    /// The instance whose postStart hook and startup probe succeeded (process runtime).
+    opened: Option<String>,
 }
 
 impl Ctr {
@@ -132,11 +136,16 @@ impl Ctr {
             restarts: 0,
             probed: None,
             real_probes: process,
+            gated: process
+                && (c.startup_probe.is_some()
+                    || c.lifecycle.as_ref().is_some_and(|l| l.post_start.is_some())),
+            opened: None,
         }
     }
 
     fn started(&self, now: Timestamp) -> bool {
         match &self.state {
+            State::Running { id, .. } if self.gated => self.opened.as_ref() == Some(id),
             State::Running { since, .. } => *since + self.started_after.unwrap_or_default() <= now,
             _ => false,
         }
@@ -144,10 +153,14 @@ impl Ctr {
 
     fn ready(&self, now: Timestamp) -> bool {
         match &self.state {
-            State::Running { id, .. } if self.real_probes && self.ready_after.is_some() => self
-                .probed
-                .as_ref()
-                .is_some_and(|(probed, ok)| probed == id && *ok),
+            State::Running { id, .. } if self.real_probes => {
+                self.started(now)
+                    && (self.ready_after.is_none()
+                        || self
+                            .probed
+                            .as_ref()
+                            .is_some_and(|(probed, ok)| probed == id && *ok))
+            }
             State::Running { since, .. } => {
                 let after = self
                     .ready_after
@@ -423,7 +436,8 @@ impl Sim {
                 Kind::Regular => continue,
                 Kind::Sidecar => {
                     self.step(i, now, &mut wake);
-                    if !matches!(self.containers[i].state, State::Running { .. }) {
+                    // The next init container waits for the sidecar to be started.
+                    if !self.containers[i].started(now) {
                         initialized = false;
                         break;
                     }

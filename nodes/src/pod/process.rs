@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use k8s_openapi::api::core::v1::{Container, Pod, PodSecurityContext, SecurityContext};
+use k8s_openapi::api::core::v1::{
+    Container, LifecycleHandler, Pod, PodSecurityContext, SecurityContext,
+};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -27,7 +29,7 @@ use crate::process::logs::{self, LogFile};
 use crate::process::registry::{Identity, Instance};
 use crate::process::sandbox::{self, Mount, Spec};
 use crate::process::volumes::Writer;
-use crate::process::{ProcessNode, probe};
+use crate::process::{ProcessNode, lifecycle, probe};
 
 /// The user containers run as unless the pod says otherwise (`nobody`).
 const DEFAULT_UID: u32 = 65534;
@@ -67,6 +69,10 @@ struct Proc {
     unshare_pid: Option<u32>,
     init_pid: Arc<Mutex<Option<u32>>>,
     killed: bool,
+    /// Where its hooks run.
+    target: probe::Target,
+    /// Its `preStop` hook.
+    pre_stop: Option<LifecycleHandler>,
 }
 
 impl Proc {
@@ -134,8 +140,10 @@ impl Driver {
         self.exits.recv().await
     }
 
-    /// Applies a report to the state machine: an exit; a readiness result; a liveness
-    /// failure, which kills the process (it restarts as its policy says).
+    /// Applies a report to the state machine: an exit; a readiness result; the container
+    /// started (postStart hook and startup probe passed); a liveness or startup probe or
+    /// postStart hook failure, which kills the process (it restarts as its policy says); a
+    /// preStop hook failure (an event).
     pub(super) async fn handle(&mut self, sim: &mut Sim, report: Report) {
         let (index, id, outcome) = match report {
             Report::Exit(exit) => return self.exited(sim, exit),
@@ -158,27 +166,59 @@ impl Driver {
                 }
                 sim.containers[index].probed = Some((id, outcome.ok));
             }
-            probe::Kind::Liveness if !outcome.ok => {
+            probe::Kind::Startup if outcome.ok => {
+                sim.containers[index].opened = Some(id);
+            }
+            probe::Kind::Liveness | probe::Kind::Startup if !outcome.ok => {
+                let which = if outcome.kind == probe::Kind::Startup {
+                    "startup"
+                } else {
+                    "liveness"
+                };
+                let mut title = which.to_owned();
+                title[..1].make_ascii_uppercase();
                 sim.event(
                     index,
                     "Warning",
                     "Unhealthy",
-                    format!("Liveness probe failed: {}", outcome.message),
+                    format!("{title} probe failed: {}", outcome.message),
                 );
                 sim.event(
                     index,
                     "Normal",
                     "Killing",
-                    format!("Container {name} failed liveness probe, will be restarted"),
+                    format!("Container {name} failed {which} probe, will be restarted"),
                 );
-                if let Some(p) = self.procs.iter_mut().find(|p| p.id == id) {
-                    if let Some(pid) = p.target() {
-                        sandbox::signal(pid, "KILL").await;
-                    }
-                    p.killed = true;
-                }
+                self.kill_instance(&id).await;
             }
-            probe::Kind::Liveness => {}
+            probe::Kind::PostStart => {
+                sim.event(
+                    index,
+                    "Warning",
+                    "FailedPostStartHook",
+                    format!("PostStartHook failed: {}", outcome.message),
+                );
+                self.kill_instance(&id).await;
+            }
+            probe::Kind::PreStop => {
+                sim.event(
+                    index,
+                    "Warning",
+                    "FailedPreStopHook",
+                    format!("PreStopHook failed: {}", outcome.message),
+                );
+            }
+            probe::Kind::Liveness | probe::Kind::Startup => {}
+        }
+    }
+
+    /// SIGKILLs instance `id` (it restarts as its policy says).
+    async fn kill_instance(&mut self, id: &str) {
+        if let Some(p) = self.procs.iter_mut().find(|p| p.id == id) {
+            if let Some(pid) = p.target() {
+                sandbox::signal(pid, "KILL").await;
+            }
+            p.killed = true;
         }
     }
 
@@ -234,9 +274,24 @@ impl Driver {
         if let Some(kill_at) = sim.kill_at {
             if !self.term_sent {
                 self.term_sent = true;
+                let left = Duration::try_from(kill_at.duration_since(now)).unwrap_or_default();
                 for p in &self.procs {
-                    if let Some(pid) = p.target() {
-                        sandbox::signal(pid, "TERM").await;
+                    let Some(pid) = p.target() else { continue };
+                    match p.pre_stop.clone() {
+                        // The preStop hook first, within the grace period; then SIGTERM.
+                        Some(hook) => {
+                            let (target, id, index) = (p.target.clone(), p.id.clone(), p.index);
+                            let tx = self.exits_tx.clone();
+                            tokio::spawn(async move {
+                                let (otx, mut orx) = mpsc::unbounded_channel();
+                                lifecycle::pre_stop(hook, target, left, otx).await;
+                                if let Ok(outcome) = orx.try_recv() {
+                                    let _ = tx.send(Report::Probe { index, id, outcome });
+                                }
+                                sandbox::signal(pid, "TERM").await;
+                            });
+                        }
+                        None => sandbox::signal(pid, "TERM").await,
                     }
                 }
             }
@@ -624,19 +679,14 @@ impl Driver {
                 finished,
             }));
         });
-        let probes = [
-            (probe::Kind::Readiness, spec_c.readiness_probe.clone()),
-            (probe::Kind::Liveness, spec_c.liveness_probe.clone()),
-        ];
-        for (kind, spec) in probes {
-            let Some(spec) = spec else { continue };
-            let target = probe::Target {
-                init_pid: init_pid.clone(),
-                identity: probe_identity.clone(),
-                container: spec_c.clone(),
-            };
-            let (ptx, mut prx) = mpsc::unbounded_channel();
-            tokio::spawn(probe::run(kind, spec, target, probe_done.clone(), ptx));
+        let target = probe::Target {
+            init_pid: init_pid.clone(),
+            identity: probe_identity,
+            container: spec_c.clone(),
+        };
+        // Every probe and hook result of this instance, to the pod's reports.
+        let (ptx, mut prx) = mpsc::unbounded_channel();
+        {
             let tx = self.exits_tx.clone();
             let id = id.to_owned();
             tokio::spawn(async move {
@@ -652,12 +702,42 @@ impl Driver {
                 }
             });
         }
+        let hooks = spec_c.lifecycle.clone().unwrap_or_default();
+        let gated = spec_c.startup_probe.is_some() || hooks.post_start.is_some();
+        let (started_tx, started_rx) = watch::channel(!gated);
+        if gated {
+            tokio::spawn(lifecycle::start(
+                hooks.post_start.clone(),
+                spec_c.startup_probe.clone(),
+                target.clone(),
+                started_tx,
+                probe_done.clone(),
+                ptx.clone(),
+            ));
+        }
+        let probes = [
+            (probe::Kind::Readiness, spec_c.readiness_probe.clone()),
+            (probe::Kind::Liveness, spec_c.liveness_probe.clone()),
+        ];
+        for (kind, spec) in probes {
+            let Some(spec) = spec else { continue };
+            tokio::spawn(probe::run(
+                kind,
+                spec,
+                target.clone(),
+                started_rx.clone(),
+                probe_done.clone(),
+                ptx.clone(),
+            ));
+        }
         self.procs.push(Proc {
             index: i,
             id: id.to_owned(),
             unshare_pid,
             init_pid,
             killed: false,
+            target,
+            pre_stop: hooks.pre_stop,
         });
         let image = sim.containers[i].image.clone();
         sim.event(

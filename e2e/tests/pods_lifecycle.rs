@@ -1,0 +1,258 @@
+//! Startup probes and lifecycle hooks in the process runtime (`capstan server
+//! --node-runtime process`), as the kubelet runs them: a startup probe holds back liveness
+//! and readiness (and `started`) until it passes, and restarts a container that never
+//! starts; a postStart hook runs beside the container's command and must succeed before the
+//! container counts as started (a failing one kills the container: `FailedPostStartHook`);
+//! a preStop hook (exec or httpGet) runs when the pod is deleted, before SIGTERM reaches
+//! the container.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use e2e::ServerProcess;
+use e2e::cli::{apply, json, ok, wait_for};
+use serde_json::Value;
+
+fn process_cluster() -> (tempfile::TempDir, ServerProcess) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_cluster(
+        &dir.path().join("data"),
+        &["--nodes=1", "--node-runtime=process"],
+    )
+    .expect("server starts");
+    (dir, s)
+}
+
+/// The status of container `name` of `pod`.
+fn container(s: &ServerProcess, pod: &str, name: &str) -> Value {
+    let p = json(s, &["get", "pod", pod, "-o", "json"]);
+    p["status"]["containerStatuses"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name).cloned())
+        .unwrap_or_default()
+}
+
+fn events(s: &ServerProcess, pod: &str) -> String {
+    ok(
+        s,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={pod}"),
+        ],
+    )
+}
+
+#[test]
+fn a_startup_probe_holds_back_liveness_and_readiness_and_restarts_what_never_starts() {
+    let (_dir, s) = process_cluster();
+    apply(
+        &s,
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: slow}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    command: [sh, -c, "exec sleep 3640"]
+    startupProbe:
+      exec: {command: [test, -f, /dev/shm/up]}
+      periodSeconds: 1
+      failureThreshold: 600
+    # Would kill the container within a second or two if it ran before the startup probe
+    # passed.
+    livenessProbe:
+      exec: {command: [test, -f, /dev/shm/up]}
+      periodSeconds: 1
+      failureThreshold: 1
+    readinessProbe:
+      exec: {command: ["true"]}
+      periodSeconds: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: never}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    command: [sh, -c, "exec sleep 3641"]
+    startupProbe:
+      exec: {command: ["false"]}
+      periodSeconds: 1
+      failureThreshold: 2
+"#,
+    );
+    // Running, not started, not ready: the startup probe fails and nothing else probes.
+    wait_for(&s, 60, "slow running", || {
+        let c = container(&s, "slow", "c");
+        c["state"]["running"].is_object().then_some(())
+    });
+    // Several liveness periods (failureThreshold 1) go by without a kill.
+    std::thread::sleep(Duration::from_secs(4));
+    let c = container(&s, "slow", "c");
+    assert_eq!(c["started"], false, "{c}");
+    assert_eq!(c["ready"], false, "{c}");
+    assert_eq!(c["restartCount"], 0, "{c}");
+    // The startup probe passes: started, then the readiness probe makes it ready, and
+    // the liveness probe (now passing) keeps it.
+    ok(&s, &["exec", "slow", "--", "touch", "/dev/shm/up"]);
+    wait_for(&s, 30, "slow started and ready", || {
+        let c = container(&s, "slow", "c");
+        (c["started"] == true && c["ready"] == true).then_some(())
+    });
+    let c = container(&s, "slow", "c");
+    assert_eq!(c["restartCount"], 0, "{c}");
+    let ready = ok(
+        &s,
+        &[
+            "get",
+            "pod",
+            "slow",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ],
+    );
+    assert_eq!(ready, "True");
+
+    // A startup probe that never passes: killed and restarted, as a liveness failure.
+    wait_for(&s, 60, "never restarted", || {
+        let c = container(&s, "never", "c");
+        (c["restartCount"].as_i64().unwrap_or(0) >= 1).then_some(())
+    });
+    let c = container(&s, "never", "c");
+    assert_eq!(c["started"], false, "{c}");
+    let ev = events(&s, "never");
+    assert!(ev.contains("Startup probe failed"), "{ev}");
+    assert!(
+        ev.contains("Container c failed startup probe, will be restarted"),
+        "{ev}"
+    );
+}
+
+#[test]
+fn post_start_and_pre_stop_hooks_run_as_the_kubelet_runs_them() {
+    let (_dir, s) = process_cluster();
+    // A host directory the hooks and the container write to (the default user is nobody).
+    let shared = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    // preStop httpGet goes to this listener (pods share the host network).
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = listener.local_addr().expect("addr").port();
+    let (req_tx, req_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut buf = vec![0u8; 2048];
+            let n = conn.read(&mut buf).unwrap_or(0);
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+            if req_tx
+                .send(String::from_utf8_lossy(&buf[..n]).into_owned())
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    let dir = shared.path().display();
+    apply(
+        &s,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: hooked}}
+spec:
+  terminationGracePeriodSeconds: 30
+  volumes:
+  - name: shared
+    hostPath: {{path: "{dir}", type: Directory}}
+  containers:
+  - name: c
+    image: busybox
+    volumeMounts: [{{name: shared, mountPath: /shared}}]
+    # Waits for its postStart hook's file, then logs TERM when it comes.
+    command:
+    - sh
+    - -c
+    - |
+      while [ ! -f /shared/post ]; do sleep 0.1; done
+      echo "saw $(cat /shared/post)"
+      trap 'echo TERM >> /shared/order; exit 0' TERM
+      while true; do sleep 0.1; done
+    lifecycle:
+      postStart:
+        exec: {{command: [sh, -c, "echo post-start > /shared/post"]}}
+      preStop:
+        exec: {{command: [sh, -c, "echo pre-stop >> /shared/order"]}}
+  - name: web
+    image: busybox
+    command: [sh, -c, "exec sleep 3642"]
+    lifecycle:
+      preStop:
+        httpGet: {{port: {port}, path: /pre-stop, httpHeaders: [{{name: X-Hook, value: web}}]}}
+"#
+        ),
+    );
+    // postStart ran beside the command; the container is started once it succeeded.
+    let log = wait_for(&s, 60, "the postStart hook's file seen", || {
+        let (_, out, _) = s.kubectl(&["logs", "hooked", "-c", "c"]).expect("kubectl");
+        out.contains("saw post-start").then_some(out)
+    });
+    assert_eq!(log, "saw post-start\n");
+    wait_for(&s, 30, "c started", || {
+        (container(&s, "hooked", "c")["started"] == true).then_some(())
+    });
+
+    // Deleting the pod: preStop first, then SIGTERM.
+    ok(&s, &["delete", "pod", "hooked", "--wait=false"]);
+    let request = req_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the preStop httpGet arrived");
+    assert!(
+        request.starts_with("GET /pre-stop HTTP/1.1\r\n"),
+        "{request}"
+    );
+    assert!(request.contains("X-Hook: web\r\n"), "{request}");
+    assert!(request.contains("User-Agent: kube-probe/"), "{request}");
+    let order_file = shared.path().join("order");
+    let order = wait_for(&s, 30, "preStop and TERM recorded", || {
+        std::fs::read_to_string(&order_file)
+            .ok()
+            .filter(|o| o.contains("TERM"))
+    });
+    assert_eq!(order, "pre-stop\nTERM\n");
+    wait_for(&s, 30, "hooked gone", || {
+        let (found, _, _) = s.kubectl(&["get", "pod", "hooked"]).expect("kubectl");
+        (!found).then_some(())
+    });
+
+    // A failing postStart hook kills the container, which restarts as its policy says.
+    apply(
+        &s,
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: badhook}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    command: [sh, -c, "exec sleep 3643"]
+    lifecycle:
+      postStart:
+        exec: {command: [sh, -c, "echo no good >&2; exit 7"]}
+"#,
+    );
+    wait_for(&s, 60, "badhook restarted", || {
+        let c = container(&s, "badhook", "c");
+        (c["restartCount"].as_i64().unwrap_or(0) >= 1).then_some(())
+    });
+    let c = container(&s, "badhook", "c");
+    assert_eq!(c["started"], false, "{c}");
+    let ev = events(&s, "badhook");
+    assert!(ev.contains("FailedPostStartHook"), "{ev}");
+}
