@@ -86,7 +86,11 @@ pub async fn authenticate(
     };
     // Anonymous is only for requests without credentials: a certificate that failed
     // verification is a failed credential.
-    if req.extensions().get::<InvalidClientCert>().is_some() && user == UserInfo::anonymous() {
+    if let Some(InvalidClientCert(why)) = req.extensions().get::<InvalidClientCert>()
+        && user == UserInfo::anonymous()
+    {
+        // Upstream logs each such request ("Unable to authenticate the request").
+        tracing::warn!(reason = %why, "Unable to authenticate the request: client certificate");
         return crate::error::ApiError::Unauthorized.into_response();
     }
     req.extensions_mut().insert(user);

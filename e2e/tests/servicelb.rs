@@ -6,8 +6,9 @@
 //! - curl through `<lb-ip>:<port>` reaches a TCP server the test runs, registered as the
 //!   endpoint of a selector-less Service by a hand-written EndpointSlice;
 //! - a Service with another `loadBalancerClass` stays pending;
-//! - an exhausted range gives the Service a Warning event `AllocationFailed`, and an address
-//!   as soon as one is freed;
+//! - an exhausted range gives the Service a Warning event `AllocationFailed` (shown by
+//!   `kubectl describe`), leaves the other Services and the proxy alone, and gives the
+//!   Service an address as soon as one is freed;
 //! - a deleted Service's address stops answering.
 
 use std::io::{Read as _, Write as _};
@@ -239,6 +240,28 @@ spec:
     }
     assert_eq!(external_ip(&server, "third"), "");
     assert_eq!(external_ip(&server, "other-class"), "");
+    // Nothing else is affected: the others keep their addresses, the proxy keeps
+    // forwarding, and other Services are still created and served.
+    assert_eq!(external_ip(&server, "web"), web_ip);
+    assert_eq!(external_ip(&server, "echo"), echo_ip);
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "5", &url])
+        .output()
+        .expect("curl");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("hello from the backend"),
+        "the proxy stopped while the range was exhausted: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ok(
+        &server,
+        &["create", "service", "clusterip", "plain", "--tcp=83:8080"],
+    );
+    let desc = ok(&server, &["describe", "service", "third"]);
+    assert!(
+        desc.contains("AllocationFailed") && desc.contains(&cidr),
+        "kubectl describe shows why: {desc}"
+    );
 
     // Freeing an address gives it to the waiting Service.
     ok(&server, &["delete", "service", "web"]);

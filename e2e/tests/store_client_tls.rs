@@ -3,7 +3,7 @@
 //!
 //! - `capstan store` with certificates from `capstan certs store-server|store-client`:
 //!   etcdctl with `--cacert/--cert/--key` reads and writes; without a client certificate,
-//!   with one from another CA, or speaking plain text to the port it is refused — and the
+//!   with one from another CA, with an expired one (the log says why), or speaking plain text to the port it is refused — and the
 //!   member keeps serving the good client.
 //! - `capstan server --listen-client-urls=https://…` serves TLS with client authentication
 //!   by default (`pki/etcd/server.crt`, `pki/etcd/healthcheck-client.crt`).
@@ -82,6 +82,32 @@ fn etcdctl(endpoint: &str, creds: Creds<'_>, args: &[&str]) -> (bool, String, St
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// An expired client certificate (`CN=etcdctl`, 2020–2021) signed by the CA in `pki_dir`
+/// (`ca.crt`, `ca.key`), written to `out_dir`: (certificate, key).
+fn expired_client_cert(pki_dir: &Path, out_dir: &Path) -> (PathBuf, PathBuf) {
+    use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair};
+    let read = |f: &str| std::fs::read_to_string(pki_dir.join(f)).expect("CA file");
+    let issuer = Issuer::from_ca_cert_pem(
+        &read("ca.crt"),
+        KeyPair::from_pem(&read("ca.key")).expect("key"),
+    )
+    .expect("CA");
+    let mut params = CertificateParams::default();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "etcdctl");
+    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let key = KeyPair::generate().expect("key");
+    let cert = params.signed_by(&key, &issuer).expect("sign");
+    std::fs::create_dir_all(out_dir).expect("dir");
+    let (c, k) = (out_dir.join("etcdctl.crt"), out_dir.join("etcdctl.key"));
+    std::fs::write(&c, cert.pem()).expect("cert");
+    std::fs::write(&k, key.serialize_pem()).expect("key");
+    (c, k)
 }
 
 /// Polls `f` until it holds or `secs` pass; panics with `log()`.
@@ -206,6 +232,29 @@ fn capstan_store_serves_tls_and_refuses_clients_without_a_trusted_certificate() 
     assert!(
         !ok && !out.contains("s3cr3t"),
         "read with a foreign cert: {out}"
+    );
+    // An expired client certificate signed by the right CA: refused, and the log says why.
+    let (xcert, xkey) = expired_client_cert(&pki.join("pki"), &tmp.path().join("expired"));
+    let expired = Creds {
+        ca: Some(&ca),
+        cert: Some(&xcert),
+        key: Some(&xkey),
+    };
+    let (ok, out, err) = etcdctl(&url, expired, &["get", "/secret", "--print-value-only"]);
+    assert!(
+        !ok && !out.contains("s3cr3t"),
+        "read with an expired cert: {out} {err}"
+    );
+    eventually(
+        10,
+        "the expired certificate's handshake to be logged",
+        || store.log(),
+        || {
+            store
+                .log()
+                .lines()
+                .any(|l| l.contains("TLS handshake failed") && l.contains("xpired"))
+        },
     );
     // A client that does not trust the member's CA refuses it.
     let other_ca = other.join("pki/ca.crt");
