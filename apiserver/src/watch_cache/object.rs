@@ -50,8 +50,8 @@ impl Meta {
 pub struct CachedObject {
     /// The stored JSON, without `metadata.resourceVersion`.
     raw: Bytes,
-    /// Index in `raw` of the `{` opening `metadata`, and whether that object is empty.
-    splice: Option<(usize, bool)>,
+    /// Where `metadata.resourceVersion` goes in `raw` (Go's field order).
+    splice: Option<Slot>,
     /// The revision stamped as `metadata.resourceVersion`.
     revision: i64,
     meta: Arc<Meta>,
@@ -172,7 +172,7 @@ impl CachedObject {
     pub fn decode(raw: Bytes, revision: i64, fields: &[&'static str]) -> Option<CachedObject> {
         let head: Head = serde_json::from_slice(&raw).ok()?;
         let mut raw = raw;
-        let mut splice = metadata_brace(&raw);
+        let mut splice = metadata_slot(&raw);
         let has_rv = head
             .metadata
             .as_ref()
@@ -184,7 +184,7 @@ impl CachedObject {
                 m.remove("resourceVersion");
             }
             raw = Bytes::from(serde_json::to_vec(&obj).ok()?);
-            splice = metadata_brace(&raw);
+            splice = metadata_slot(&raw);
         }
         let extra = if fields.is_empty() {
             Box::default()
@@ -259,7 +259,7 @@ impl CachedObject {
     /// Appends the object's JSON, `metadata.resourceVersion` included.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         match self.splice {
-            Some((brace, empty)) => splice(out, &self.raw, brace, empty, self.revision),
+            Some(slot) => splice(out, &self.raw, slot, self.revision),
             None => out.extend_from_slice(&self.raw),
         }
     }
@@ -280,34 +280,86 @@ impl CachedObject {
 /// `json` (an object as serde_json writes it, without `metadata.resourceVersion`) with
 /// `metadata.resourceVersion` set to `revision`, by splicing the field in place rather than
 /// parsing and writing the object again; `None` when `json` has no `metadata` object.
-pub fn stamp_revision(mut json: Vec<u8>, revision: i64) -> Option<Vec<u8>> {
-    let (brace, empty) = metadata_brace(&json)?;
-    let mut field = Vec::with_capacity(48);
-    let _ = write!(field, "\"resourceVersion\":\"{revision}\"");
-    if !empty {
-        field.push(b',');
-    }
-    let at = (brace + 1).min(json.len());
-    json.splice(at..at, field);
-    Some(json)
+pub fn stamp_revision(json: Vec<u8>, revision: i64) -> Option<Vec<u8>> {
+    let slot = metadata_slot(&json)?;
+    let mut out = Vec::with_capacity(json.len() + 48);
+    splice(&mut out, &json, slot, revision);
+    Some(out)
 }
 
-/// Appends `json` with `"resourceVersion":"<revision>"` first in the object whose `{` is at
-/// `brace` (`empty`: that object has no other field).
-fn splice(out: &mut Vec<u8>, json: &[u8], brace: usize, empty: bool, revision: i64) {
-    let (head, tail) = json.split_at((brace + 1).min(json.len()));
+/// Where `"resourceVersion":"…"` is inserted into a stored object's metadata: at `at`, with
+/// a comma before it (it follows other fields) or after it (it opens a non-empty object).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    at: usize,
+    comma_before: bool,
+    comma_after: bool,
+}
+
+/// The fields of `ObjectMeta` that come before `resourceVersion` in Go's struct order.
+const BEFORE_RV: [&[u8]; 5] = [b"name", b"generateName", b"namespace", b"selfLink", b"uid"];
+
+/// Appends `json` with `"resourceVersion":"<revision>"` inserted at `slot`.
+fn splice(out: &mut Vec<u8>, json: &[u8], slot: Slot, revision: i64) {
+    let (head, tail) = json.split_at(slot.at.min(json.len()));
     out.extend_from_slice(head);
+    if slot.comma_before {
+        out.push(b',');
+    }
     let _ = write!(out, "\"resourceVersion\":\"{revision}\"");
-    if !empty {
+    if slot.comma_after {
         out.push(b',');
     }
     out.extend_from_slice(tail);
 }
 
-/// Index of the `{` opening the top-level `metadata` object of `json`, and whether that
-/// object is empty; `None` when there is no such object (or the JSON is not as serde_json
-/// writes it).
-fn metadata_brace(json: &[u8]) -> Option<(usize, bool)> {
+/// Where the top-level `metadata` object of `json` takes its `resourceVersion`: after the
+/// fields Go writes before it (name, generateName, namespace, selfLink, uid), before the
+/// rest — as kube-apiserver writes `ObjectMeta`. `None` when there is no such object (or the
+/// JSON is not as serde_json writes it).
+fn metadata_slot(json: &[u8]) -> Option<Slot> {
+    let brace = metadata_brace(json)?;
+    let mut slot = Slot {
+        at: brace + 1,
+        comma_before: false,
+        comma_after: false,
+    };
+    let mut i = skip_ws(json, brace + 1);
+    if json.get(i) == Some(&b'}') {
+        return Some(slot);
+    }
+    slot.comma_after = true;
+    loop {
+        if json.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = skip_string(json, i)?;
+        let key = json.get(i + 1..key_end - 1)?;
+        if !BEFORE_RV.contains(&key) {
+            return Some(slot);
+        }
+        i = skip_ws(json, key_end);
+        if json.get(i) != Some(&b':') {
+            return None;
+        }
+        let end = skip_value(json, skip_ws(json, i + 1))?;
+        slot = Slot {
+            at: end,
+            comma_before: true,
+            comma_after: false,
+        };
+        i = skip_ws(json, end);
+        match json.get(i)? {
+            b',' => i = skip_ws(json, i + 1),
+            b'}' => return Some(slot),
+            _ => return None,
+        }
+    }
+}
+
+/// Index of the `{` opening the top-level `metadata` object of `json`; `None` when there is
+/// no such object (or the JSON is not as serde_json writes it).
+fn metadata_brace(json: &[u8]) -> Option<usize> {
     let mut i = skip_ws(json, 0);
     if json.get(i) != Some(&b'{') {
         return None;
@@ -329,8 +381,7 @@ fn metadata_brace(json: &[u8]) -> Option<(usize, bool)> {
             if json.get(i) != Some(&b'{') {
                 return None;
             }
-            let empty = json.get(skip_ws(json, i + 1)) == Some(&b'}');
-            return Some((i, empty));
+            return Some(i);
         }
         i = skip_ws(json, skip_value(json, i)?);
         if json.get(i) != Some(&b',') {
@@ -490,10 +541,54 @@ mod tests {
     #[test]
     fn scanner_skips_nested_values_and_escapes() {
         let raw = br#" { "a" : [1, {"b": "]\"}"}], "n": -1.5e3 , "metadata" : { } }"#;
-        let (at, empty) = metadata_brace(raw).unwrap();
+        let at = metadata_brace(raw).unwrap();
         assert_eq!(raw[at], b'{');
-        assert!(empty);
+        assert_eq!(
+            metadata_slot(raw),
+            Some(Slot {
+                at: at + 1,
+                comma_before: false,
+                comma_after: false
+            })
+        );
         assert!(metadata_brace(br#"{"a": 1}"#).is_none());
         assert!(metadata_brace(br#"{"a": "unterminated"#).is_none());
+    }
+
+    /// kube-apiserver writes `ObjectMeta` in Go's field order: `resourceVersion` after
+    /// `name`, `generateName`, `namespace`, `selfLink` and `uid`, before the rest.
+    #[test]
+    fn the_resource_version_takes_its_place_in_go_order() {
+        let stamp = |raw: &str| {
+            String::from_utf8(stamp_revision(raw.as_bytes().to_vec(), 7).unwrap()).unwrap()
+        };
+        assert_eq!(
+            stamp(
+                r#"{"kind":"Pod","metadata":{"name":"p","namespace":"d","uid":"u","creationTimestamp":"t"},"spec":{}}"#
+            ),
+            r#"{"kind":"Pod","metadata":{"name":"p","namespace":"d","uid":"u","resourceVersion":"7","creationTimestamp":"t"},"spec":{}}"#
+        );
+        assert_eq!(
+            stamp(r#"{"metadata":{"name":"p","uid":"u"}}"#),
+            r#"{"metadata":{"name":"p","uid":"u","resourceVersion":"7"}}"#
+        );
+        assert_eq!(
+            stamp(r#"{"metadata":{"labels":{"a":"b"}}}"#),
+            r#"{"metadata":{"resourceVersion":"7","labels":{"a":"b"}}}"#
+        );
+        assert_eq!(
+            stamp(r#"{"metadata":{}}"#),
+            r#"{"metadata":{"resourceVersion":"7"}}"#
+        );
+        let o = CachedObject::decode(
+            Bytes::from_static(br#"{"metadata":{"name":"n","generateName":"g","generation":2}}"#),
+            9,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            o.to_json(),
+            br#"{"metadata":{"name":"n","generateName":"g","resourceVersion":"9","generation":2}}"#
+        );
     }
 }
