@@ -120,21 +120,6 @@ const FIELD_MANAGER_DOT: &str = "the field manager marks only maps (labels, data
 
 const GAPS: &[Gap] = &[
     Gap {
-        kinds: &["*"],
-        format: "json",
-        expected: r#""uid":"<uid>","resourceVersion":"<resourceVersion>""#,
-        written: r#""uid":"<uid>""#,
-        reason: "objects served from stored bytes carry resourceVersion first in metadata \
-                 (watch cache splice); upstream writes it after uid",
-    },
-    Gap {
-        kinds: &["*"],
-        format: "json",
-        expected: r#""metadata":{"name""#,
-        written: r#""metadata":{"resourceVersion":"<resourceVersion>","name""#,
-        reason: "(the other half of the resourceVersion position)",
-    },
-    Gap {
         kinds: &["pod", "service"],
         format: "json",
         expected: r#""f:ports":{".":{},"#,
