@@ -153,6 +153,22 @@ fn token(server: &ServerProcess, ns: &str, sa: &str) -> Result<String> {
     )
 }
 
+/// The Deployment the test creates: 3 replicas, each requesting CPU and memory.
+const WEB: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx
+        resources: {requests: {cpu: 500m, memory: 512Mi}}
+";
+
 /// A JS string literal.
 fn js(s: &str) -> String {
     serde_json::Value::String(s.to_owned()).to_string()
@@ -237,13 +253,6 @@ fn dashboard_in_headless_chromium() -> Result<()> {
         ),
     )?;
     assert_eq!(leaked, serde_json::Value::Bool(false));
-    browser.wait_for(
-        &page,
-        "document.querySelector('[data-phase=Running]') !== null",
-        long,
-        "pods by phase",
-    )?;
-    browser.screenshot(&page, &shots.join("overview.png"))?;
 
     // A Deployment created with kubectl appears, pods Running, without a reload: a marker set
     // on the window survives (a reload would drop it).
@@ -257,35 +266,35 @@ fn dashboard_in_headless_chromium() -> Result<()> {
         long,
         "pods view",
     )?;
-    kubectl_ok(
-        &server,
-        &[
-            "create",
-            "deployment",
-            "web",
-            "--image=nginx",
-            "--replicas=2",
-            "-n",
-            "default",
-        ],
-    )?;
+    let (ok, _, err) = server.kubectl_as(&server.kubeconfig, &["apply", "-f", "-"], Some(WEB))?;
+    assert!(ok, "{err}");
     browser.wait_for(
         &page,
         "window.__noReload === true && [...document.querySelectorAll('[data-table=pods] .tr')]\
-         .filter(r => r.dataset.name.startsWith('web-') && r.innerText.includes('Running')).length === 2",
+         .filter(r => r.dataset.name.startsWith('web-') && r.innerText.includes('Running')).length === 3",
         Duration::from_secs(90),
-        "2 Running web- pods",
+        "3 Running web- pods",
     )?;
     browser.screenshot(&page, &shots.join("pods.png"))?;
     browser.eval(&page, "location.hash = '#/workloads/deployments'; true")?;
     browser.wait_for(
         &page,
         "[...document.querySelectorAll('[data-table=deployments] .tr')]\
-         .some(r => r.dataset.name === 'web' && r.innerText.includes('2 / 2'))",
+         .some(r => r.dataset.name === 'web' && r.innerText.includes('3 / 3'))",
         long,
-        "the Deployment's rollout 2 / 2",
+        "the Deployment's rollout 3 / 3",
     )?;
     browser.screenshot(&page, &shots.join("workloads.png"))?;
+    // The overview again: the pods' requests fill their nodes' bars, pods by phase.
+    browser.eval(&page, "location.hash = '#/overview'; true")?;
+    browser.wait_for(
+        &page,
+        "parseInt(((document.querySelector('[data-phase=Running]') || {}).textContent || '').split(' ')[1]) >= 3 && \
+         [...document.querySelectorAll('[data-table=nodes] .tr')].some(r => /\\b(500m|1|1\\.5) \\/ 8\\b/.test(r.innerText))",
+        long,
+        "3 Running pods and their CPU requests on the overview",
+    )?;
+    browser.screenshot(&page, &shots.join("overview.png"))?;
 
     // A pod's YAML.
     browser.eval(&page, "location.hash = '#/pods'; true")?;
