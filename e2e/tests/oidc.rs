@@ -2,7 +2,8 @@
 //! document and a JWK set; the test signs the ID tokens, ES256 and RS256):
 //!
 //! - `--oidc-issuer-url` & co.: `kubectl --token=<id token> auth whoami` shows the user and
-//!   the prefixed groups; a wrong audience, an expired token and a token whose key the
+//!   the prefixed groups, and so does a kubeconfig whose user is an exec credential plugin
+//!   printing the ID token (kubelogin's way); a wrong audience, an expired token and a token whose key the
 //!   issuer serves badly are 401s while the admin keeps working.
 //! - `--authentication-config` (AuthenticationConfiguration v1beta1): CEL username and extra
 //!   mappings, claim validation rules; an issuer that is down is a 401, nothing else.
@@ -221,6 +222,37 @@ fn whoami(server: &ServerProcess, token: &str) -> (bool, String, String) {
     )
 }
 
+/// `kubectl auth whoami -o json` with a kubeconfig whose user is an exec credential plugin
+/// (client.authentication.k8s.io/v1) printing `token`: (stdout, stderr); panics on failure.
+fn exec_plugin_whoami(server: &ServerProcess, dir: &Path, token: &str) -> (String, String) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let script = dir.join("oidc-login.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '{{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"%s\",\"expirationTimestamp\":\"%s\"}}}}\\n' '{token}' \"$(date -u -d '+10 min' +%Y-%m-%dT%H:%M:%SZ)\"\n"
+        ),
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let kubeconfig = dir.join("oidc-exec.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: oidc\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      interactiveMode: Never\ncontexts:\n- name: x\n  context: {{cluster: c, user: oidc}}\ncurrent-context: x\n",
+            server.url,
+            server.data_dir.join("pki/ca.crt").display(),
+            script.display()
+        ),
+    )
+    .expect("kubeconfig");
+    let (ok, out, err) = server
+        .kubectl_as(&kubeconfig, &["auth", "whoami", "-o", "json"], None)
+        .expect("kubectl");
+    assert!(ok, "exec plugin login: {out} {err}\n{}", server.log());
+    (out, err)
+}
+
 fn user_info(out: &str) -> Value {
     let v: Value = serde_json::from_str(out).expect("whoami JSON");
     v["status"]["userInfo"].clone()
@@ -267,6 +299,16 @@ fn oidc_flags_map_id_tokens_to_users_and_refuse_bad_ones() {
             assert!(groups.contains(g), "{g} in {groups}");
         }
     }
+
+    // The same ID token through an exec credential plugin (kubelogin's way): kubectl runs
+    // the script, which prints an ExecCredential with the token and its expiry.
+    let token = keys.sign("ES256", "ec1", &claims("kubernetes", now() + 600));
+    let (out, err) = exec_plugin_whoami(&server, tmp.path(), &token);
+    assert_eq!(
+        user_info(&out)["username"],
+        "jane@example.com",
+        "{out} {err}"
+    );
 
     // Wrong audience, expired, another issuer's key: 401.
     let refused = [
