@@ -627,3 +627,68 @@ fn stock_kubectl_reads_and_rewrites_protobuf() {
         "the watch was not protobuf: {err}"
     );
 }
+
+/// Custom resources have no protobuf form: JSON when the client also accepts JSON (every
+/// Go client does), upstream's 406 when it accepts protobuf only.
+#[test]
+fn custom_resources_fall_back_to_json() {
+    let (dir, s) = server();
+    let crd = dir.path().join("crd.json");
+    std::fs::write(
+        &crd,
+        r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+            "metadata":{"name":"gadgets.example.com"},
+            "spec":{"group":"example.com","scope":"Namespaced",
+              "names":{"plural":"gadgets","singular":"gadget","kind":"Gadget"},
+              "versions":[{"name":"v1","served":true,"storage":true,
+                "schema":{"openAPIV3Schema":{"type":"object",
+                  "x-kubernetes-preserve-unknown-fields":true}}}]}}"#,
+    )
+    .unwrap();
+    kubectl_ok(&s, &["create", "-f", &crd.to_string_lossy()]);
+    kubectl_ok(
+        &s,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=20s",
+            "crd/gadgets.example.com",
+        ],
+    );
+    let path = "/apis/example.com/v1/namespaces/default/gadgets";
+    let body =
+        r#"{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"g1"},"size":3}"#;
+    let a = curl(
+        &s,
+        "POST",
+        path,
+        &format!("{PROTOBUF}, application/json"),
+        Some(body),
+    );
+    assert_eq!(a.code, 201, "{}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.content_type, "application/json");
+    let a = curl(
+        &s,
+        "GET",
+        &format!("{path}/g1"),
+        &format!("{PROTOBUF}, application/json"),
+        None,
+    );
+    assert_eq!(a.code, 200);
+    assert_eq!(a.content_type, "application/json");
+    let obj: Value = serde_json::from_slice(&a.body).unwrap();
+    assert_eq!(obj["size"], 3);
+    let a = curl(&s, "GET", &format!("{path}/g1"), PROTOBUF, None);
+    assert_eq!(a.code, 406, "{}", String::from_utf8_lossy(&a.body));
+    // A watch too: the JSON stream.
+    let a = curl(
+        &s,
+        "GET",
+        &format!("{path}?watch=true&timeoutSeconds=1"),
+        &format!("{PROTOBUF}, application/json"),
+        None,
+    );
+    assert_eq!(a.code, 200);
+    assert_eq!(a.content_type, "application/json");
+    assert!(a.body.starts_with(b"{\"type\":\"ADDED\""));
+}

@@ -852,6 +852,27 @@ mod tests {
         assert!(has_message("apps/v1", "Deployment"));
     }
 
+    /// Every built-in resource has a protobuf message, but for the two groups whose
+    /// upstream protos live outside k8s.io/api (answered in JSON, which the protobuf clients
+    /// also accept).
+    #[test]
+    fn built_in_kinds_have_messages() {
+        let mut missing = Vec::new();
+        for r in crate::registry::catalog::BUILTIN {
+            let av = crate::registry::api_version(r);
+            if !has_message(&av, r.kind) {
+                missing.push(format!("{av} {}", r.kind));
+            }
+        }
+        assert_eq!(
+            missing,
+            [
+                "apiregistration.k8s.io/v1 APIService",
+                "apiextensions.k8s.io/v1 CustomResourceDefinition"
+            ]
+        );
+    }
+
     #[test]
     fn go_durations_parse() {
         for (s, n) in [
