@@ -231,6 +231,9 @@ async fn answer(
         .expect("lock")
         .push((method.clone(), path.clone(), user.clone(), groups));
     let base = format!("/apis/{GROUP}/{VERSION}");
+    if let Some(doc) = openapi_document(&path) {
+        return reply(200, &doc);
+    }
     if path == base {
         return reply(
             200,
@@ -350,6 +353,69 @@ async fn answer(
             }
         }
         _ => reply(405, &status(405, "MethodNotAllowed", "not allowed")),
+    }
+}
+
+/// The Flunder schema (OpenAPI v3 / Swagger 2.0 alike), with the GVK kubectl explain needs.
+fn flunder_schema() -> Value {
+    json!({
+        "description": "Flunder is a wardle creature kept by the test's extension server.",
+        "type": "object",
+        "properties": {
+            "apiVersion": { "type": "string", "description": "APIVersion of the flunder." },
+            "kind": { "type": "string", "description": "Kind of the flunder." },
+            "metadata": { "type": "object", "description": "Standard object metadata." },
+            "spec": {
+                "type": "object",
+                "description": "What the flunder looks like.",
+                "properties": {
+                    "color": { "type": "string", "description": "The flunder's colour, as the wardle sees it." }
+                }
+            }
+        },
+        "x-kubernetes-group-version-kind": [{ "group": GROUP, "version": VERSION, "kind": "Flunder" }]
+    })
+}
+
+/// The server's OpenAPI documents: `/openapi/v2`, the v3 root, the v3 group version.
+fn openapi_document(path: &str) -> Option<Value> {
+    let def = "com.example.wardle.v1alpha1.Flunder";
+    let list_path = format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/flunders");
+    match path {
+        "/openapi/v2" => Some(json!({
+            "swagger": "2.0",
+            "info": { "title": "Wardle", "version": "v0" },
+            "paths": {
+                list_path: { "get": {
+                    "operationId": "listWardleV1alpha1NamespacedFlunder",
+                    "responses": { "200": { "description": "OK", "schema": { "$ref": format!("#/definitions/{def}") } } },
+                    "x-kubernetes-action": "list",
+                    "x-kubernetes-group-version-kind": { "group": GROUP, "version": VERSION, "kind": "Flunder" }
+                } },
+                "/version/": { "get": { "operationId": "getCodeVersion", "responses": { "200": { "description": "OK" } } } }
+            },
+            "definitions": { def: flunder_schema() }
+        })),
+        "/openapi/v3" => Some(json!({ "paths": {
+            format!("apis/{GROUP}/{VERSION}"): {
+                "serverRelativeURL": format!("/openapi/v3/apis/{GROUP}/{VERSION}?hash=WARDLE1")
+            }
+        } })),
+        p if p == format!("/openapi/v3/apis/{GROUP}/{VERSION}") => Some(json!({
+            "openapi": "3.0.0",
+            "info": { "title": "Wardle", "version": "v0" },
+            "paths": {
+                list_path: { "get": {
+                    "operationId": "listWardleV1alpha1NamespacedFlunder",
+                    "responses": { "200": { "description": "OK", "content": { "application/json": {
+                        "schema": { "$ref": format!("#/components/schemas/{def}") } } } } },
+                    "x-kubernetes-action": "list",
+                    "x-kubernetes-group-version-kind": { "group": GROUP, "version": VERSION, "kind": "Flunder" }
+                } }
+            },
+            "components": { "schemas": { def: flunder_schema() } }
+        })),
+        _ => None,
     }
 }
 
@@ -592,9 +658,14 @@ fn an_extension_api_server_is_proxied_with_the_callers_identity_and_its_availabi
             || raw.2.contains("unable to handle"),
         "{raw:?}"
     );
-    let resources = ok(&s, &["api-resources"]);
+    // (Aggregated discovery keeps the group version as Stale: kubectl lists everything else.)
+    let (_, resources, err) = s.kubectl(&["api-resources"]).expect("kubectl");
     assert!(!resources.contains(GROUP), "{resources}");
     assert!(resources.contains("deployments"), "{resources}");
+    assert!(
+        err.is_empty() || err.contains("stale GroupVersion discovery"),
+        "{err}"
+    );
     let groups = ok(&s, &["get", "--raw", "/apis"]);
     assert!(!groups.contains(GROUP), "{groups}");
 
@@ -951,4 +1022,169 @@ fn upgrade_echo(s: &ServerProcess, text: &str) -> String {
             .expect("read");
         String::from_utf8_lossy(&echoed).into_owned()
     })
+}
+
+/// `curl` as the admin (client certificate) with extra arguments; stdout.
+fn curl_admin(s: &ServerProcess, args: &[&str], path: &str) -> String {
+    let pki = s.data_dir.join("pki");
+    let out = std::process::Command::new("curl")
+        .args(["-s", "--cacert"])
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .args(args)
+        .arg(format!("{}{path}", s.url))
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Upstream's aggregated discovery media type.
+const AGGREGATED: &str =
+    "Accept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// The extension server's entry in aggregated discovery, if listed.
+fn aggregated_entry(s: &ServerProcess) -> Option<Value> {
+    let doc: Value =
+        serde_json::from_str(&curl_admin(s, &["-H", AGGREGATED], "/apis")).expect("json");
+    doc["items"]
+        .as_array()?
+        .iter()
+        .find(|i| i["metadata"]["name"] == GROUP)
+        .cloned()
+}
+
+#[test]
+fn extension_openapi_is_merged_and_explained_and_a_down_server_is_stale_in_discovery() {
+    let (_dir, s, wardle, ca_bundle) = cluster();
+    let name = format!("{VERSION}.{GROUP}");
+    wardle.start();
+    apply(&s, &registration(wardle.port, &ca_bundle));
+    wait_available(&s, &name, "True", "Passed");
+
+    // v3: the root lists the extension server's group version with its own URL (and every
+    // local one); the document is proxied to it with the caller's identity.
+    let key = format!("apis/{GROUP}/{VERSION}");
+    let root = wait_for(&s, 20, "the group version in /openapi/v3", || {
+        let root: Value =
+            serde_json::from_str(&ok(&s, &["get", "--raw", "/openapi/v3"])).expect("json");
+        root["paths"].get(&key).is_some().then_some(root)
+    });
+    assert_eq!(
+        root["paths"][&key]["serverRelativeURL"],
+        format!("/openapi/v3/{key}?hash=WARDLE1")
+    );
+    assert!(root["paths"].get("apis/apps/v1").is_some(), "{root}");
+    assert!(root["paths"].get("api/v1").is_some(), "{root}");
+    let explained = ok(&s, &["explain", "flunders"]);
+    assert!(
+        explained.contains("KIND:       Flunder")
+            && explained.contains(&format!("GROUP:      {GROUP}"))
+            && explained.contains("Flunder is a wardle creature"),
+        "{explained}"
+    );
+    let field = ok(&s, &["explain", "flunders.spec.color"]);
+    assert!(
+        field.contains("The flunder's colour, as the wardle sees it."),
+        "{field}"
+    );
+    let v3_seen = wardle.seen(&format!("/openapi/v3/{key}"));
+    assert!(
+        v3_seen.iter().any(|(_, _, u, _)| u == "kubernetes-admin"),
+        "{v3_seen:?}"
+    );
+    // The root and v2 were downloaded by the aggregator itself.
+    assert!(
+        wardle
+            .seen("/openapi/v2")
+            .iter()
+            .all(|(_, _, u, g)| u == "system:aggregator" && g.contains(&"system:masters".into()))
+    );
+
+    // v2: the local document with the extension's paths (its group version's only) and
+    // definitions; kubectl's v2 explain reads the protobuf form.
+    let v2: Value = serde_json::from_str(&ok(&s, &["get", "--raw", "/openapi/v2"])).expect("json");
+    assert!(
+        v2["definitions"]
+            .get("com.example.wardle.v1alpha1.Flunder")
+            .is_some()
+    );
+    assert!(
+        v2["definitions"]
+            .get("io.k8s.api.apps.v1.Deployment")
+            .is_some()
+    );
+    assert!(
+        v2["paths"]
+            .get(format!(
+                "/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/flunders"
+            ))
+            .is_some()
+    );
+    assert!(
+        v2["paths"].get("/version/").is_none(),
+        "not the group's path"
+    );
+    let explained = ok(&s, &["explain", "flunders", "--output=plaintext-openapiv2"]);
+    assert!(
+        explained.contains("Flunder is a wardle creature"),
+        "{explained}"
+    );
+    // Its ETag answers a conditional request with 304.
+    let head = curl_admin(&s, &["-D", "-", "-o", "/dev/null"], "/openapi/v2");
+    let etag = head
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("etag: ")
+                .or_else(|| l.strip_prefix("ETag: "))
+        })
+        .expect("ETag")
+        .trim()
+        .to_owned();
+    let code = curl_admin(
+        &s,
+        &[
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-H",
+            &format!("If-None-Match: {etag}"),
+        ],
+        "/openapi/v2",
+    );
+    assert_eq!(code, "304");
+
+    // Aggregated discovery: Current while up.
+    let entry = aggregated_entry(&s).expect("listed");
+    assert_eq!(entry["versions"][0]["freshness"], "Current", "{entry}");
+
+    // Down: the group version stays in aggregated discovery, Stale and without resources, as
+    // upstream's discovery manager leaves it; kubectl names it; OpenAPI drops it.
+    wardle.stop();
+    wait_available(&s, &name, "False", "FailedDiscoveryCheck");
+    let entry = wait_for(&s, 20, "a Stale entry", || {
+        aggregated_entry(&s).filter(|e| e["versions"][0]["freshness"] == "Stale")
+    });
+    assert_eq!(
+        entry["versions"],
+        json!([{ "version": VERSION, "freshness": "Stale" }]),
+        "{entry}"
+    );
+    // kubectl (its disk-cached discovery) skips the stale group version, or names it as
+    // failed; everything else is listed.
+    let (_, out, err) = s.kubectl(&["api-resources"]).expect("kubectl");
+    assert!(!out.contains(GROUP) && out.contains("deployments"), "{out}");
+    assert!(
+        err.is_empty() || err.contains("stale GroupVersion discovery"),
+        "{err}"
+    );
+    ok(&s, &["get", "pods", "-A"]);
+    wait_for(&s, 20, "the group version out of /openapi/v3", || {
+        let root: Value =
+            serde_json::from_str(&ok(&s, &["get", "--raw", "/openapi/v3"])).expect("json");
+        root["paths"].get(&key).is_none().then_some(())
+    });
 }

@@ -216,10 +216,13 @@ async fn condition_of(agg: &Aggregator, svc: &ApiService) -> (Condition, Option<
         Err(c) => return (c, None),
     };
     match discovery_check(agg, svc, &ep).await {
-        Ok(list) => (
-            Condition::new("True", "Passed", "all checks passed".into()),
-            Some(version_entry(&svc.group, &svc.version, &list)),
-        ),
+        Ok(list) => {
+            super::openapi::refresh(agg, svc, &ep).await;
+            (
+                Condition::new("True", "Passed", "all checks passed".into()),
+                Some(version_entry(&svc.group, &svc.version, &list)),
+            )
+        }
         Err(e) => (Condition::new("False", "FailedDiscoveryCheck", e), None),
     }
 }
@@ -281,9 +284,12 @@ pub async fn round(agg: &Aggregator) -> HashMap<String, Value> {
         write_condition(agg, &svc.name, &cond).await;
         (svc.name.clone(), entry)
     });
-    futures_util::future::join_all(checks)
+    let entries: HashMap<String, Value> = futures_util::future::join_all(checks)
         .await
         .into_iter()
         .filter_map(|(name, entry)| entry.map(|e| (name, e)))
-        .collect()
+        .collect();
+    let passing: Vec<String> = entries.keys().cloned().collect();
+    agg.openapi.retain(&passing);
+    entries
 }

@@ -5,6 +5,10 @@
 //! `/apis/<group>` by its priorities. A server that is down or unchecked is left out, so
 //! clients discover everything else instead of failing. Groups are placed by
 //! `groupPriorityMinimum` (highest first, then by name), versions by `versionPriority`.
+//! In aggregated `/apis`, a remote group version whose server was checked and is not
+//! available stays listed as upstream's discovery manager leaves it after a failed fetch:
+//! `{"version": …, "freshness": "Stale"}` without resources (clients report it as a failed
+//! group instead of losing it silently).
 
 use std::collections::HashMap;
 
@@ -24,9 +28,13 @@ type RemoteGroup<'a> = (String, i64, Vec<(&'a ApiService, Option<&'a Value>)>);
 fn remote_groups<'a>(
     snapshot: &'a Snapshot,
     entries: &'a HashMap<String, Value>,
+    with_stale: bool,
 ) -> Vec<RemoteGroup<'a>> {
     let mut groups: Vec<RemoteGroup<'a>> = Vec::new();
-    for svc in snapshot.remote().filter(|s| s.available) {
+    for svc in snapshot
+        .remote()
+        .filter(|s| s.available || (with_stale && s.checked))
+    {
         let entry = entries.get(&svc.name);
         match groups.iter_mut().find(|(g, _, _)| *g == svc.group) {
             Some((_, p, vs)) => {
@@ -221,7 +229,7 @@ pub fn group_document(
     entries: &HashMap<String, Value>,
     group: &str,
 ) -> Option<Response> {
-    let groups = remote_groups(snapshot, entries);
+    let groups = remote_groups(snapshot, entries, false);
     let (_, _, versions) = groups.iter().find(|(g, _, _)| g == group)?;
     let mut doc = legacy_group(group, versions);
     doc["kind"] = json!("APIGroup");
@@ -243,7 +251,7 @@ pub async fn apis(
     entries: &HashMap<String, Value>,
     headers: &HeaderMap,
 ) -> Response {
-    let groups = remote_groups(snapshot, entries);
+    let groups = remote_groups(snapshot, entries, true);
     if groups.is_empty() {
         return crate::discovery::apis(ctx, headers);
     }
@@ -282,13 +290,30 @@ pub async fn apis(
     let mut inserts = Vec::new();
     for (group, p, versions) in &groups {
         let item = if aggregated {
-            let vs: Vec<Value> = versions.iter().filter_map(|(_, e)| e.cloned()).collect();
+            let vs: Vec<Value> = versions
+                .iter()
+                .filter_map(|(s, e)| {
+                    if s.available {
+                        e.cloned()
+                    } else {
+                        Some(json!({ "version": s.version, "freshness": "Stale" }))
+                    }
+                })
+                .collect();
             if vs.is_empty() {
                 continue;
             }
             json!({ "metadata": { "name": group, "creationTimestamp": null }, "versions": vs })
         } else {
-            legacy_group(group, versions)
+            let live: Vec<_> = versions
+                .iter()
+                .filter(|(s, _)| s.available)
+                .cloned()
+                .collect();
+            if live.is_empty() {
+                continue;
+            }
+            legacy_group(group, &live)
         };
         inserts.push((position(&names, group, *p, snapshot), ordered(&item)));
     }

@@ -9,6 +9,7 @@
 //! - `available.rs`: the `Available` conditions, checked every [`ROUND`];
 //! - `discovery.rs`: `/apis` (aggregated and legacy) and `/apis/<group>` merged with the
 //!   extension servers';
+//! - `openapi.rs`: `/openapi/v2` and `/openapi/v3` merged with the extension servers';
 //! - `table.rs`: the stored APIServices as the request path reads them;
 //! - `endpoints.rs`: a Service's ready endpoint through its EndpointSlices (no kube-proxy).
 //!
@@ -17,6 +18,7 @@
 pub mod available;
 pub mod client;
 pub mod discovery;
+pub mod openapi;
 pub mod proxy;
 pub mod registration;
 pub mod table;
@@ -79,6 +81,7 @@ pub struct Aggregator {
     pub(crate) table: table::Table,
     pub(crate) client: client::Client,
     discovery: RwLock<Arc<HashMap<String, Value>>>,
+    pub(crate) openapi: openapi::Specs,
     authentication: Map<String, Value>,
 }
 
@@ -113,6 +116,7 @@ impl Aggregator {
             table: table::Table::default(),
             client: client::Client::new(identity),
             discovery: RwLock::default(),
+            openapi: openapi::Specs::default(),
             authentication: registration::authentication_data(
                 cfg,
                 &client_ca,
@@ -158,6 +162,9 @@ impl Aggregator {
 /// requests for service-backed APIServices proxied; everything else goes on.
 pub async fn layer(agg: Arc<Aggregator>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
+    if openapi::is_openapi_path(path) && req.method() == Method::GET {
+        return openapi::serve(agg, req, next).await;
+    }
     let Some(rest) = path.strip_prefix("/apis") else {
         return next.run(req).await;
     };

@@ -32,6 +32,8 @@ pub struct ApiService {
     pub version_priority: i64,
     /// Whether the `Available` condition is `True`.
     pub available: bool,
+    /// Whether it has an `Available` condition at all (its server was checked).
+    pub checked: bool,
 }
 
 impl ApiService {
@@ -64,6 +66,9 @@ impl ApiService {
             cs.iter()
                 .any(|c| c["type"] == "Available" && c["status"] == "True")
         });
+        let checked = obj["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Available"));
         Some(ApiService {
             name,
             group: spec["group"].as_str().unwrap_or("").to_owned(),
@@ -74,6 +79,7 @@ impl ApiService {
             group_priority: spec["groupPriorityMinimum"].as_i64().unwrap_or(0),
             version_priority: spec["versionPriority"].as_i64().unwrap_or(0),
             available,
+            checked,
         })
     }
 }

@@ -417,6 +417,11 @@ impl OpenApi {
     }
 }
 
+/// The gnostic protobuf encoding of a Swagger 2.0 document (the aggregator's merged one).
+pub(crate) fn encode_v2_protobuf(doc: &Value) -> Vec<u8> {
+    v2_proto::encode(doc)
+}
+
 /// Whether `If-None-Match` (a list of entity tags, weak or strong, or `*`) lists `etag`.
 fn etag_matches(if_none_match: &str, etag: &[u8]) -> bool {
     if_none_match.split(',').any(|t| {
@@ -429,7 +434,7 @@ fn etag_matches(if_none_match: &str, etag: &[u8]) -> bool {
 /// the clauses by descending quality (header order among equals), the first one matching
 /// JSON or one of the protobuf types (wildcards match JSON first); no header means JSON;
 /// `None` is a 406.
-fn negotiate_v2(accept: Option<&str>) -> Option<&'static str> {
+pub(crate) fn negotiate_v2(accept: Option<&str>) -> Option<&'static str> {
     let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty()) else {
         return Some(JSON);
     };
