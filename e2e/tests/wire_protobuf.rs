@@ -692,3 +692,56 @@ fn custom_resources_fall_back_to_json() {
     assert_eq!(a.content_type, "application/json");
     assert!(a.body.starts_with(b"{\"type\":\"ADDED\""));
 }
+
+/// `kubectl certificate approve` GETs the CSR in protobuf and PUTs it to `approval` in
+/// protobuf with one more condition: Go re-encodes the metadata and spec (bytes, lists,
+/// pointers, the requester's extra) it decoded from our answer, byte for byte.
+#[test]
+fn csr_approval_reencodes_our_bytes() {
+    use base64::Engine as _;
+    let (_dir, s) = server();
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::default();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "bob");
+    let req = params.serialize_request(&key).expect("csr");
+    let pem = req.pem().expect("pem");
+    let manifest = format!(
+        "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: bob\n  labels:\n    b: \"2\"\n    a: \"1\"\nspec:\n  request: {}\n  signerName: kubernetes.io/kube-apiserver-client\n  expirationSeconds: 3600\n  usages:\n  - digital signature\n  - client auth\n",
+        base64::engine::general_purpose::STANDARD.encode(pem)
+    );
+    let (ok, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(&manifest))
+        .expect("kubectl runs");
+    assert!(ok, "{err}");
+    let (_, err) = kubectl_ok(&s, &["certificate", "approve", "bob", "-v=9"]);
+    let bodies = logged_bodies(&err);
+    let got = bodies
+        .iter()
+        .find(|(w, b)| w == "Response" && b.starts_with(b"k8s\0"))
+        .map(|(_, b)| b.clone())
+        .unwrap_or_else(|| panic!("no protobuf GET answer logged: {err}"));
+    let put = bodies
+        .iter()
+        .find(|(w, b)| w == "Request" && b.starts_with(b"k8s\0"))
+        .map(|(_, b)| b.clone())
+        .unwrap_or_else(|| panic!("no protobuf PUT logged: {err}"));
+    let (av, kind, ours) = envelope(&got);
+    assert_eq!(
+        (av.as_str(), kind.as_str()),
+        ("certificates.k8s.io/v1", "CertificateSigningRequest")
+    );
+    let (_, _, theirs) = envelope(&put);
+    for field in [1, 2] {
+        assert_eq!(
+            wire::get(&ours, field).map(<[u8]>::to_vec),
+            wire::get(&theirs, field).map(<[u8]>::to_vec),
+            "Go re-encoded field {field} differently"
+        );
+    }
+    // The approval is a new condition in the status Go wrote.
+    let status = wire::get(&theirs, 3).expect("status");
+    let condition = wire::get(status, 1).expect("condition");
+    assert_eq!(wire::string(condition, 1), "Approved");
+}
