@@ -4,7 +4,7 @@ DATA_DIR ?= $(CURDIR)/.capstan
 STORE_URL ?= http://127.0.0.1:2379
 SECURE_PORT ?= 6443
 
-.PHONY: all build build-release run run-store test test-deps test-faults lint bench bench-store bench-api bench-scheduler bench-controllers bench-memory bench-kbench clean
+.PHONY: all build build-release run run-store test test-deps test-faults lint bench bench-store bench-api bench-scheduler bench-controllers bench-memory bench-kbench bench-pods clean
 
 all: build
 
@@ -83,6 +83,12 @@ bench-scheduler:
 bench-controllers:
 	$(CARGO) build --release -p capstan
 	$(CARGO) bench -p e2e --bench controllers
+
+## bench-pods: the process runtime (2 nodes): pod start latency create → Running (20 one at
+## a time, 100 at once) and exec round trips (kube-rs WebSocket exec, kubectl exec).
+bench-pods:
+	$(CARGO) build --release -p capstan
+	$(CARGO) bench -p e2e --bench pods
 
 ## bench-memory: resident memory of `capstan server` (default flags: controllers, scheduler,
 ## 3 simulated nodes) idle, holding 100k ConfigMaps right after creating them, and after 30 s

@@ -1,19 +1,17 @@
 """The official Kubernetes Python client's streaming calls against a Capstan process node.
 
 Usage: python_stream.py KUBECONFIG POD exec
-       python_stream.py KUBECONFIG POD portforward PORT
 
 `exec`: `kubernetes.stream.stream(core.connect_get_namespaced_pod_exec, ...)` (WebSocket,
 v4.channel.k8s.io) with stdout and stderr kept apart, stdin fed to the process, and the
-exit status read from the error channel. `portforward`: `kubernetes.stream.portforward`
-to PORT of the pod, an HTTP GET through the tunnel. Prints "python stream: ok" at the end;
-any mismatch raises.
+exit status read from the error channel. (`kubernetes.stream.portforward` is driven by
+e2e/tests/pods_portforward.rs.) Prints "python stream: ok" at the end; any mismatch raises.
 """
 
 import sys
 
 from kubernetes import client, config
-from kubernetes.stream import portforward, stream
+from kubernetes.stream import stream
 
 
 def check(what, got, want):
@@ -112,36 +110,12 @@ def exec_checks(core, pod):
         raise AssertionError("exec into a missing container succeeded")
 
 
-def portforward_checks(core, pod, port):
-    pf = portforward(
-        core.connect_get_namespaced_pod_portforward, pod, "default", ports=str(port)
-    )
-    sock = pf.socket(port)
-    sock.setblocking(True)
-    sock.sendall(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
-    data = b""
-    while True:
-        chunk = sock.recv(4096)
-        if not chunk:
-            break
-        data += chunk
-    sock.close()
-    error = pf.error(port)
-    if error is not None:
-        raise AssertionError(f"port-forward error: {error}")
-    head = data.split(b"\r\n", 1)[0]
-    if not head.startswith(b"HTTP/1.0 200"):
-        raise AssertionError(f"port-forward answer: {data[:200]!r}")
-
-
 def main():
     kubeconfig, pod, mode = sys.argv[1], sys.argv[2], sys.argv[3]
     config.load_kube_config(config_file=kubeconfig)
     core = client.CoreV1Api()
     if mode == "exec":
         exec_checks(core, pod)
-    elif mode == "portforward":
-        portforward_checks(core, pod, int(sys.argv[4]))
     else:
         raise SystemExit(f"unknown mode {mode}")
     print("python stream: ok")

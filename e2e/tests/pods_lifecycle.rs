@@ -231,6 +231,44 @@ spec:
         (!found).then_some(())
     });
 
+    // A liveness failure stops the container as the kubelet does: preStop, then SIGTERM
+    // (the container exits 0 from its trap, not 137 from a SIGKILL), then a restart.
+    apply(
+        &s,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: unlive}}
+spec:
+  terminationGracePeriodSeconds: 10
+  volumes:
+  - name: shared
+    hostPath: {{path: "{dir}", type: Directory}}
+  containers:
+  - name: c
+    image: busybox
+    volumeMounts: [{{name: shared, mountPath: /shared}}]
+    command: [sh, -c, "trap 'echo TERM >> /shared/probe-order; exit 0' TERM; while true; do sleep 0.1; done"]
+    livenessProbe:
+      exec: {{command: [test, -f, /dev/shm/never]}}
+      periodSeconds: 1
+      failureThreshold: 1
+    lifecycle:
+      preStop:
+        exec: {{command: [sh, -c, "echo pre-stop >> /shared/probe-order"]}}
+"#
+        ),
+    );
+    wait_for(&s, 60, "unlive restarted", || {
+        let c = container(&s, "unlive", "c");
+        (c["restartCount"].as_i64().unwrap_or(0) >= 1).then_some(())
+    });
+    let c = container(&s, "unlive", "c");
+    assert_eq!(c["lastState"]["terminated"]["exitCode"], 0, "{c}");
+    let order = std::fs::read_to_string(shared.path().join("probe-order")).expect("order");
+    assert!(order.starts_with("pre-stop\nTERM\n"), "{order}");
+    ok(&s, &["delete", "pod", "unlive", "--wait=false"]);
+
     // A failing postStart hook kills the container, which restarts as its policy says.
     apply(
         &s,

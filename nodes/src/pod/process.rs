@@ -73,6 +73,11 @@ struct Proc {
     target: probe::Target,
     /// Its `preStop` hook.
     pre_stop: Option<LifecycleHandler>,
+    /// Grace periods when a liveness or a startup probe stops it (the probe's
+    /// `terminationGracePeriodSeconds`, else the pod's; capped by `--max-grace`).
+    probe_grace: (Duration, Duration),
+    /// Turns true when the process has ended.
+    done: watch::Receiver<bool>,
 }
 
 impl Proc {
@@ -189,7 +194,7 @@ impl Driver {
                     "Killing",
                     format!("Container {name} failed {which} probe, will be restarted"),
                 );
-                self.kill_instance(&id).await;
+                self.stop_instance(&id, outcome.kind == probe::Kind::Startup);
             }
             probe::Kind::PostStart => {
                 sim.event(
@@ -210,6 +215,48 @@ impl Driver {
             }
             probe::Kind::Liveness | probe::Kind::Startup => {}
         }
+    }
+
+    /// Stops instance `id` as the kubelet stops a container a probe failed: its preStop
+    /// hook, SIGTERM, and SIGKILL once the grace period (at least 2 s after the hook, as
+    /// the kubelet) has run out. It restarts as its policy says.
+    fn stop_instance(&mut self, id: &str, startup: bool) {
+        let Some(p) = self.procs.iter_mut().find(|p| p.id == id) else {
+            return;
+        };
+        let Some(pid) = p.target() else { return };
+        p.killed = true;
+        let grace = if startup {
+            p.probe_grace.1
+        } else {
+            p.probe_grace.0
+        };
+        let (hook, target, mut done) = (p.pre_stop.clone(), p.target.clone(), p.done.clone());
+        let (tx, index, id) = (self.exits_tx.clone(), p.index, p.id.clone());
+        tokio::spawn(async move {
+            let begun = tokio::time::Instant::now();
+            if let Some(hook) = hook {
+                let (otx, mut orx) = mpsc::unbounded_channel();
+                lifecycle::pre_stop(hook, target, grace, otx).await;
+                if let Ok(outcome) = orx.try_recv() {
+                    let _ = tx.send(Report::Probe { index, id, outcome });
+                }
+            }
+            if *done.borrow() {
+                return;
+            }
+            sandbox::signal(pid, "TERM").await;
+            let left = grace
+                .saturating_sub(begun.elapsed())
+                .max(Duration::from_secs(2));
+            let ended = tokio::select! {
+                () = tokio::time::sleep(left) => false,
+                r = done.wait_for(|d| *d) => r.is_ok(),
+            };
+            if !ended {
+                sandbox::signal(pid, "KILL").await;
+            }
+        });
     }
 
     /// SIGKILLs instance `id` (it restarts as its policy says).
@@ -703,6 +750,17 @@ impl Driver {
             });
         }
         let hooks = spec_c.lifecycle.clone().unwrap_or_default();
+        let pod_grace = spec.termination_grace_period_seconds.unwrap_or(30);
+        let grace_of = |p: Option<&k8s_openapi::api::core::v1::Probe>| {
+            let s = p
+                .and_then(|p| p.termination_grace_period_seconds)
+                .unwrap_or(pod_grace);
+            Duration::from_secs(s.max(0).unsigned_abs()).min(self.opts.max_grace)
+        };
+        let probe_grace = (
+            grace_of(spec_c.liveness_probe.as_ref()),
+            grace_of(spec_c.startup_probe.as_ref()),
+        );
         let gated = spec_c.startup_probe.is_some() || hooks.post_start.is_some();
         let (started_tx, started_rx) = watch::channel(!gated);
         if gated {
@@ -738,6 +796,8 @@ impl Driver {
             killed: false,
             target,
             pre_stop: hooks.pre_stop,
+            probe_grace,
+            done: probe_done,
         });
         let image = sim.containers[i].image.clone();
         sim.event(
