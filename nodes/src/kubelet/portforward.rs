@@ -20,6 +20,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::spdy;
 use super::ws::{self, Message};
@@ -28,6 +29,8 @@ use super::ws::{self, Message};
 const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Read buffer size.
 const BUF: usize = 32 * 1024;
+/// Most requests waiting for the second stream of their pair.
+const MAX_PENDING: usize = 1024;
 
 /// The pod a session forwards to, for messages.
 #[derive(Clone, Debug)]
@@ -84,6 +87,11 @@ where
             continue;
         };
         let key = request_id(&s);
+        if !pending.contains_key(&key) && pending.len() >= MAX_PENDING {
+            tracing::debug!(request = %key, "too many unpaired port-forward streams");
+            sender.reset(s.id, spdy::frame::REFUSED_STREAM).await;
+            continue;
+        }
         let entry = pending.entry(key.clone()).or_default();
         match kind.as_str() {
             "data" if entry.0.is_none() => entry.0 = Some(s),
@@ -138,7 +146,12 @@ async fn forward_spdy(
             });
             let mut buf = vec![0u8; BUF];
             loop {
-                match tr.read(&mut buf).await {
+                let n = tokio::select! {
+                    n = tr.read(&mut buf) => n,
+                    // The client went away: drop the pod's connection too.
+                    () = sender.closed() => return,
+                };
+                match n {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
                         if !sender.data(data_id, &buf[..n]).await {
@@ -199,6 +212,8 @@ where
     });
     let mut to_pod: Vec<mpsc::Sender<Bytes>> = Vec::new();
     let mut pairs = Vec::new();
+    // Cancelled when the client closes: the pods' connections end with it.
+    let gone = CancellationToken::new();
     for (i, port) in ports.iter().copied().enumerate() {
         let (data_ch, error_ch) = ((2 * i) as u8, (2 * i + 1) as u8);
         let le = port.to_le_bytes().to_vec();
@@ -213,10 +228,13 @@ where
             error_ch,
             port,
             target.clone(),
+            gone.clone(),
         )));
     }
     drop(out_tx);
+    let reader_gone = gone.clone();
     let reader = tokio::spawn(async move {
+        let _cancel_on_exit = reader_gone.drop_guard();
         let mut r = ws::Reader::new(r);
         let mut pongs = Vec::new();
         loop {
@@ -253,6 +271,7 @@ async fn forward_ws(
     error_ch: u8,
     port: u16,
     target: Target,
+    gone: CancellationToken,
 ) {
     let tcp = match target.dial(port).await {
         Ok(t) => t,
@@ -272,7 +291,11 @@ async fn forward_ws(
     });
     let mut buf = vec![0u8; BUF];
     loop {
-        match tr.read(&mut buf).await {
+        let n = tokio::select! {
+            n = tr.read(&mut buf) => n,
+            () = gone.cancelled() => break,
+        };
+        match n {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 if out.send((data_ch, buf[..n].to_vec())).await.is_err() {
@@ -395,5 +418,36 @@ mod tests {
         assert_eq!(got, b"ping!!!!");
         assert_eq!(r.next(&mut pongs).await.unwrap(), Message::Close);
         session.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_closed_client_ends_the_pods_idle_connection() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            // Idle until the kubelet drops the connection.
+            let mut b = [0u8; 1];
+            let n = s.read(&mut b).await.unwrap_or(0);
+            let _ = held_tx.send(n);
+        });
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let target = Target {
+            pod: "default/p".into(),
+            uid: "u".into(),
+        };
+        let session = tokio::spawn(websocket(server, vec![port], target));
+        let (cr, mut cw) = tokio::io::split(client);
+        let mut r = ws::Reader::new(cr);
+        let mut pongs = Vec::new();
+        r.next(&mut pongs).await.unwrap();
+        r.next(&mut pongs).await.unwrap();
+        // A masked close frame.
+        cw.write_all(&[0x88, 0x80, 1, 2, 3, 4]).await.unwrap();
+        let done = tokio::time::timeout(Duration::from_secs(10), session).await;
+        assert!(done.is_ok(), "the session outlived its client");
+        let n = tokio::time::timeout(Duration::from_secs(10), held_rx).await;
+        assert_eq!(n.unwrap().unwrap(), 0);
     }
 }

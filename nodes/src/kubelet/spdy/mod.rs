@@ -85,6 +85,11 @@ impl Sender {
             .await;
     }
 
+    /// Resolves once the connection's writer is gone (the connection ended).
+    pub(crate) async fn closed(&self) {
+        self.tx.closed().await;
+    }
+
     /// Writes what is queued, then ends the connection.
     pub(crate) async fn shutdown(&self) {
         let _ = self.tx.send(Out::Shutdown).await;
