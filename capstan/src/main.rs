@@ -167,9 +167,12 @@ enum SnapshotCommand {
     Save {
         /// Where to write the snapshot.
         file: PathBuf,
-        /// The member to read from (http://IP:PORT).
+        /// The member to read from (http://IP:PORT, or https:// with the TLS flags).
         #[arg(long, default_value = "http://127.0.0.1:2379")]
         endpoints: String,
+        /// `--cacert`, `--cert`, `--key` for an `https://` member.
+        #[command(flatten)]
+        tls: member::ClientTls,
     },
     /// Print a snapshot's hash, revision, key count and size.
     Status {
@@ -198,9 +201,13 @@ enum SnapshotCommand {
 /// `capstan snapshot …`.
 async fn run_snapshot(cmd: SnapshotCommand) -> anyhow::Result<()> {
     match cmd {
-        SnapshotCommand::Save { file, endpoints } => {
+        SnapshotCommand::Save {
+            file,
+            endpoints,
+            tls,
+        } => {
             let endpoint = endpoints.split(',').next().unwrap_or_default().to_owned();
-            let bytes = store::restore::save(&endpoint, &file).await?;
+            let bytes = store::restore::save(&endpoint, &tls.dial(), &file).await?;
             eprintln!("Snapshot saved at {} ({bytes} bytes)", file.display());
             Ok(())
         }

@@ -1,7 +1,7 @@
 //! `capstan member list|add|remove|update|promote`: etcdctl's `member` commands against any
 //! member's client URL, with etcdctl's output so scripts written for it keep working.
 
-use etcd_client::{Client, Member, MemberAddOptions};
+use etcd_client::{Member, MemberAddOptions};
 
 /// `capstan member …`.
 #[derive(clap::Subcommand)]
@@ -59,6 +59,33 @@ pub(crate) struct Endpoints {
     /// Members to talk to (comma-separated client URLs); the first that answers is used.
     #[arg(long, value_delimiter = ',', default_value = "http://127.0.0.1:2379")]
     endpoints: Vec<String>,
+    #[command(flatten)]
+    tls: ClientTls,
+}
+
+/// etcdctl's TLS flags for `https://` endpoints (a store with `--client-cert-auth`).
+#[derive(clap::Args, Clone, Default)]
+pub(crate) struct ClientTls {
+    /// CA bundle the members' certificates must chain to.
+    #[arg(long)]
+    cacert: Option<std::path::PathBuf>,
+    /// Client certificate to present.
+    #[arg(long)]
+    cert: Option<std::path::PathBuf>,
+    /// Its private key.
+    #[arg(long)]
+    key: Option<std::path::PathBuf>,
+}
+
+impl ClientTls {
+    /// As the store's dialer takes them.
+    pub(crate) fn dial(&self) -> store::transport::client_tls::DialTls {
+        store::transport::client_tls::DialTls {
+            ca_file: self.cacert.clone(),
+            cert_file: self.cert.clone(),
+            key_file: self.key.clone(),
+        }
+    }
 }
 
 fn parse_id(id: &str) -> anyhow::Result<u64> {
@@ -76,14 +103,16 @@ fn status(m: &Member) -> &'static str {
 
 /// Runs one `member` command.
 pub(crate) async fn run(cmd: MemberCommand) -> anyhow::Result<()> {
-    let endpoints = match &cmd {
+    let (endpoints, tls) = match &cmd {
         MemberCommand::List { endpoints, .. }
         | MemberCommand::Add { endpoints, .. }
         | MemberCommand::Remove { endpoints, .. }
         | MemberCommand::Update { endpoints, .. }
-        | MemberCommand::Promote { endpoints, .. } => endpoints.endpoints.clone(),
+        | MemberCommand::Promote { endpoints, .. } => {
+            (endpoints.endpoints.clone(), endpoints.tls.dial())
+        }
     };
-    let mut client = Client::connect(&endpoints, None).await?;
+    let mut client = store::remote::etcd_client(&endpoints, &tls).await?;
     match cmd {
         MemberCommand::List { write_out, .. } => {
             let resp = client.member_list().await?;

@@ -4,7 +4,8 @@
 //! - `capstan store` with certificates from `capstan certs store-server|store-client`:
 //!   etcdctl with `--cacert/--cert/--key` reads and writes; without a client certificate,
 //!   with one from another CA, with an expired one (the log says why), or speaking plain text to the port it is refused — and the
-//!   member keeps serving the good client.
+//!   member keeps serving the good client; `capstan member list` and `capstan snapshot save`
+//!   take etcdctl's `--cacert/--cert/--key` for such a member.
 //! - `capstan server --listen-client-urls=https://…` serves TLS with client authentication
 //!   by default (`pki/etcd/server.crt`, `pki/etcd/healthcheck-client.crt`).
 
@@ -43,6 +44,20 @@ fn capstan(args: &[&str]) {
         "capstan {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Runs capstan: (success, stdout, stderr).
+fn capstan_try(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(capstan_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("capstan runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn s(p: &Path) -> &str {
@@ -207,6 +222,26 @@ fn capstan_store_serves_tls_and_refuses_clients_without_a_trusted_certificate() 
     // etcdctl 3.4's `endpoint status` sends `:authority: https://…`.
     let (ok, out, err) = etcdctl(&url, good, &["endpoint", "status", "-w", "json"]);
     assert!(ok && out.contains("\"leader\""), "{out} {err}");
+
+    // capstan's own etcd clients take etcdctl's TLS flags: `member list`, `snapshot save`.
+    let tls_flags = ["--cacert", s(&ca), "--cert", s(&cert), "--key", s(&key)];
+    let mut args = vec!["member", "list", "-w", "table", "--endpoints", &url];
+    args.extend(tls_flags);
+    let (ok, out, err) = capstan_try(&args);
+    assert!(ok && out.contains("m1"), "{out} {err}");
+    let snap = tmp.path().join("backup.db");
+    let mut args = vec!["snapshot", "save", s(&snap), "--endpoints", &url];
+    args.extend(tls_flags);
+    let (ok, out, err) = capstan_try(&args);
+    assert!(ok && err.contains("Snapshot saved"), "{out} {err}");
+    let (ok, out, err) = capstan_try(&["snapshot", "status", s(&snap), "-w", "json"]);
+    assert!(ok && out.contains("\"totalKey\""), "{out} {err}");
+    // Without a client certificate the member refuses them too; without --cacert they
+    // refuse to guess.
+    let (ok, _, err) = capstan_try(&["member", "list", "--endpoints", &url, "--cacert", s(&ca)]);
+    assert!(!ok && !err.contains("panicked"), "{err}");
+    let (ok, _, err) = capstan_try(&["member", "list", "--endpoints", &url]);
+    assert!(!ok && err.contains("--cacert"), "{err}");
 
     // No client certificate: refused.
     let ca_only = Creds {

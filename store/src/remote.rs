@@ -156,6 +156,44 @@ pub async fn tls_channel(endpoints: &[String], tls: &DialTls) -> Result<Channel>
     Ok(channel)
 }
 
+/// An etcd v3 client for `capstan member …` and `capstan snapshot save` (etcdctl's
+/// `--endpoints`, `--cacert`, `--cert`, `--key`): `http://` endpoints as given, `https://`
+/// ones through the same TLS connector as `--etcd-servers` (the handshake checked first, so a
+/// refused certificate is reported as such).
+pub async fn etcd_client(endpoints: &[String], tls: &DialTls) -> Result<etcd_client::Client> {
+    let remote = |e: etcd_client::Error| {
+        StoreError::InvalidArgument(format!("connecting to {}: {e}", endpoints.join(",")))
+    };
+    let https = endpoints
+        .iter()
+        .filter(|e| e.starts_with("https://"))
+        .count();
+    if https == 0 {
+        if tls.is_set() {
+            return Err(StoreError::InvalidArgument(
+                "--cacert/--cert/--key need https:// --endpoints".into(),
+            ));
+        }
+        return etcd_client::Client::connect(endpoints, None)
+            .await
+            .map_err(remote);
+    }
+    if https != endpoints.len() {
+        return Err(StoreError::InvalidArgument(
+            "--endpoints must be all http:// or all https://".into(),
+        ));
+    }
+    if tls.ca_file.is_none() {
+        return Err(StoreError::InvalidArgument(
+            "https:// --endpoints need --cacert to verify the members".into(),
+        ));
+    }
+    let channel = tls_channel(endpoints, tls).await?;
+    etcd_client::Client::from_channel(etcd_client::Channel::Tonic(channel), None)
+        .await
+        .map_err(remote)
+}
+
 /// Every key at one revision, a page at a time: the mirror's starting point.
 async fn load(channel: &Channel) -> Result<Mvcc> {
     let mut kvs = Vec::new();

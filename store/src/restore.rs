@@ -149,16 +149,19 @@ pub fn restore(cfg: &StoreConfig, snap: &Snapshot) -> Result<MemberIds> {
     Ok(identity.ids)
 }
 
-/// `snapshot save`: streams Maintenance.Snapshot from `endpoint` into `path` (through
+/// `snapshot save`: streams Maintenance.Snapshot from `endpoint` (over TLS with `tls` for an
+/// `https://` endpoint) into `path` (through
 /// `path.part`, renamed once complete and verified). Returns the bytes written.
-pub async fn save(endpoint: &str, path: &Path) -> Result<u64> {
+pub async fn save(
+    endpoint: &str,
+    tls: &crate::transport::client_tls::DialTls,
+    path: &Path,
+) -> Result<u64> {
     use std::io::Write as _;
     let remote = |e: etcd_client::Error| {
         StoreError::InvalidArgument(format!("snapshot from {endpoint}: {e}"))
     };
-    let mut client = etcd_client::Client::connect([endpoint], None)
-        .await
-        .map_err(remote)?;
+    let mut client = crate::remote::etcd_client(&[endpoint.to_owned()], tls).await?;
     let mut stream = client.snapshot().await.map_err(remote)?;
     let part = path.with_extension("part");
     let mut file =
