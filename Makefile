@@ -4,7 +4,7 @@ DATA_DIR ?= $(CURDIR)/.capstan
 STORE_URL ?= http://127.0.0.1:2379
 SECURE_PORT ?= 6443
 
-.PHONY: all build build-release run run-store test test-deps test-faults lint bench bench-store bench-api bench-scheduler bench-controllers bench-memory bench-kbench bench-pods clean
+.PHONY: all build build-release run run-store test test-deps test-faults lint bench bench-store bench-api bench-scheduler bench-controllers bench-memory bench-kbench bench-pods bench-servicelb clean
 
 all: build
 
@@ -89,6 +89,12 @@ bench-controllers:
 bench-pods:
 	$(CARGO) build --release -p capstan
 	$(CARGO) bench -p e2e --bench pods
+
+## bench-servicelb: LoadBalancer address assignment latency (create → ingress IP), 50
+## Services one at a time and 50 at once, p50/p99.
+bench-servicelb:
+	$(CARGO) build --release -p capstan
+	$(CARGO) bench -p e2e --bench servicelb
 
 ## bench-memory: resident memory of `capstan server` (default flags: controllers, scheduler,
 ## 3 simulated nodes) idle, holding 100k ConfigMaps right after creating them, and after 30 s
