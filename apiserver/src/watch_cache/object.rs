@@ -280,11 +280,19 @@ impl CachedObject {
 /// `json` (an object as serde_json writes it, without `metadata.resourceVersion`) with
 /// `metadata.resourceVersion` set to `revision`, by splicing the field in place rather than
 /// parsing and writing the object again; `None` when `json` has no `metadata` object.
-pub fn stamp_revision(json: Vec<u8>, revision: i64) -> Option<Vec<u8>> {
+pub fn stamp_revision(mut json: Vec<u8>, revision: i64) -> Option<Vec<u8>> {
     let slot = metadata_slot(&json)?;
-    let mut out = Vec::with_capacity(json.len() + 48);
-    splice(&mut out, &json, slot, revision);
-    Some(out)
+    let mut field = Vec::with_capacity(48);
+    if slot.comma_before {
+        field.push(b',');
+    }
+    let _ = write!(field, "\"resourceVersion\":\"{revision}\"");
+    if slot.comma_after {
+        field.push(b',');
+    }
+    let at = slot.at.min(json.len());
+    json.splice(at..at, field);
+    Some(json)
 }
 
 /// Where `"resourceVersion":"…"` is inserted into a stored object's metadata: at `at`, with
