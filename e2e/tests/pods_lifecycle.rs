@@ -294,3 +294,89 @@ spec:
     let ev = events(&s, "badhook");
     assert!(ev.contains("FailedPostStartHook"), "{ev}");
 }
+
+/// A gRPC health service (`grpc.health.v1.Health/Check`, h2c) on 127.0.0.1 answering the
+/// status in `status` (1 SERVING, 2 NOT_SERVING) to every call; returns its port.
+fn grpc_health_server(
+    rt: &tokio::runtime::Runtime,
+    status: std::sync::Arc<std::sync::atomic::AtomicU8>,
+) -> u16 {
+    use http_body_util::StreamBody;
+    use hyper::body::{Bytes, Frame};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    rt.spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let status = status.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let s = status.load(std::sync::atomic::Ordering::SeqCst);
+                        async move {
+                            assert_eq!(req.uri().path(), "/grpc.health.v1.Health/Check");
+                            let mut trailers = hyper::HeaderMap::new();
+                            trailers.insert(
+                                "grpc-status",
+                                hyper::header::HeaderValue::from_static("0"),
+                            );
+                            let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = vec![
+                                Ok(Frame::data(Bytes::from(vec![0, 0, 0, 0, 2, 0x08, s]))),
+                                Ok(Frame::trailers(trailers)),
+                            ];
+                            let body = StreamBody::new(futures_util::stream::iter(frames));
+                            let resp = hyper::Response::builder()
+                                .header("content-type", "application/grpc")
+                                .body(body)
+                                .expect("response");
+                            Ok::<_, std::convert::Infallible>(resp)
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tcp), svc)
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn grpc_probes_ask_the_standard_health_service() {
+    let (_dir, s) = process_cluster();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let status = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(1));
+    let port = grpc_health_server(&rt, status.clone());
+    apply(
+        &s,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: grpcprobed}}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    command: [sh, -c, "exec sleep 3644"]
+    readinessProbe:
+      grpc: {{port: {port}}}
+      periodSeconds: 1
+"#
+        ),
+    );
+    wait_for(&s, 60, "ready through the gRPC health check", || {
+        (container(&s, "grpcprobed", "c")["ready"] == true).then_some(())
+    });
+    status.store(2, std::sync::atomic::Ordering::SeqCst);
+    wait_for(&s, 30, "unready once NOT_SERVING", || {
+        (container(&s, "grpcprobed", "c")["ready"] == false).then_some(())
+    });
+    let ev = events(&s, "grpcprobed");
+    assert!(
+        ev.contains("Readiness probe failed: service unhealthy (responded with \"NOT_SERVING\")"),
+        "{ev}"
+    );
+}

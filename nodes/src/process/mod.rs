@@ -9,6 +9,7 @@
 //! logs, its stdin and output for attach.
 
 pub(crate) mod env;
+pub(crate) mod grpc_probe;
 pub(crate) mod lifecycle;
 pub(crate) mod logs;
 pub(crate) mod probe;

@@ -6,7 +6,8 @@
 //! probe passed, `super::lifecycle`); a startup probe ends at its first success or when it
 //! fails for good. Handlers: `exec` (the command inside the container, exit 0), `httpGet` (a
 //! status in 200–399; pods share the host network, so the host defaults to 127.0.0.1),
-//! `tcpSocket` (the connection opens). gRPC probes are reported as unsupported (failing).
+//! `tcpSocket` (the connection opens), `grpc` (the standard health service answers
+//! `SERVING`, `super::grpc_probe`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -251,5 +252,9 @@ async fn attempt(probe: &Probe, t: &Target) -> Result<(), String> {
             .map(|_| ())
             .map_err(|e| format!("dial tcp {host}:{port}: {e}"));
     }
-    Err("this probe handler is not supported by Capstan's process runtime (exec, httpGet and tcpSocket are)".into())
+    if let Some(g) = &probe.grpc {
+        let port = u16::try_from(g.port).map_err(|_| format!("invalid port {}", g.port))?;
+        return super::grpc_probe::check(port, g.service.as_deref().unwrap_or_default()).await;
+    }
+    Err("this probe handler is not supported by Capstan's process runtime (exec, httpGet, tcpSocket and grpc are)".into())
 }
