@@ -209,6 +209,40 @@ spec:
         assert_ne!(f.wait_exit(), Some(0));
     }
 
+    // Bad ports in a WebSocket port-forward: the kubelet's 400 through the API server.
+    let pki = s.data_dir.join("pki");
+    let out = Command::new("curl")
+        .args(["-s", "-i", "--http1.1", "-m", "10", "--cacert"])
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .args([
+            "-H",
+            "Connection: Upgrade",
+            "-H",
+            "Upgrade: websocket",
+            "-H",
+            "Sec-WebSocket-Version: 13",
+            "-H",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+            "-H",
+            "Sec-WebSocket-Protocol: v4.channel.k8s.io",
+        ])
+        .arg(format!(
+            "{}/api/v1/namespaces/default/pods/w/portforward?ports=abc",
+            s.url
+        ))
+        .output()
+        .expect("curl runs");
+    let refused = String::from_utf8_lossy(&out.stdout);
+    assert!(refused.starts_with("HTTP/1.1 400"), "{refused}");
+    assert!(
+        refused.contains(r#"unable to parse \"abc\" as a port"#),
+        "{refused}"
+    );
+
     // The Python client: the WebSocket channel protocol (`?ports=`, data/error channels).
     let script = format!(
         r#"

@@ -49,6 +49,23 @@ fn kubectl_128(s: &ServerProcess, args: &[&str], stdin: Option<&str>) -> (i32, S
     )
 }
 
+/// `curl -i` over HTTP/1.1 as the admin (client certificate); the whole answer.
+fn curl_admin(s: &ServerProcess, args: &[&str], path: &str) -> String {
+    let pki = s.data_dir.join("pki");
+    let out = Command::new("curl")
+        .args(["-s", "-i", "--http1.1", "-m", "10", "--cacert"])
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .args(args)
+        .arg(format!("{}{path}", s.url))
+        .output()
+        .expect("curl runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn wait_running(s: &ServerProcess, pod: &str) {
     wait_for(s, 60, &format!("pod {pod} Running"), || {
         let (_, out, _) = s
@@ -186,6 +203,27 @@ spec:
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(std::fs::read_to_string(&back).expect("read"), content);
+
+    // A SPDY upgrade offering no protocol the kubelet speaks: upstream's 403.
+    let refused = curl_admin(
+        &s,
+        &[
+            "-X",
+            "POST",
+            "-H",
+            "Connection: Upgrade",
+            "-H",
+            "Upgrade: SPDY/3.1",
+            "-H",
+            "X-Stream-Protocol-Version: v9.channel.k8s.io",
+        ],
+        "/api/v1/namespaces/default/pods/b/exec?command=true&stdout=true",
+    );
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    assert!(
+        refused.contains("unable to upgrade: unable to negotiate protocol: client supports [v9.channel.k8s.io], server accepts [v4.channel.k8s.io]"),
+        "{refused}"
+    );
 
     // A container that is not running: the kubelet's Status comes back through SPDY's refusal.
     let (code, _, err) = kubectl_128(&s, &["exec", "att", "--", "true"], None);

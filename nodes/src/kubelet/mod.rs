@@ -406,8 +406,9 @@ fn carrier(
                     StatusCode::FORBIDDEN,
                     "Forbidden",
                     &format!(
-                        "unable to upgrade: unable to negotiate protocol: client supports {:?}, server accepts {spdy_protocols:?}",
-                        spdy::offers(req.headers())
+                        "unable to upgrade: unable to negotiate protocol: client supports [{}], server accepts [{}]",
+                        spdy::offers(req.headers()).join(" "),
+                        spdy_protocols.join(" ")
                     ),
                 ))
             });
