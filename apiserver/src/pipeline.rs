@@ -80,9 +80,17 @@ pub async fn authenticate(
         .get::<PeerIdentity>()
         .cloned()
         .unwrap_or_default();
-    let user = match authn.authenticate(peer.0, req.headers()).await {
-        Ok(user) => user,
-        Err(err) => return err.into_response(),
+    let front_proxy = req
+        .extensions()
+        .get::<crate::authn::requestheader::FrontProxy>()
+        .is_some();
+    let proxied = authn.authenticate_proxied(front_proxy, req.headers_mut());
+    let user = match proxied {
+        Some(user) => user,
+        None => match authn.authenticate(peer.0, req.headers()).await {
+            Ok(user) => user,
+            Err(err) => return err.into_response(),
+        },
     };
     // Anonymous is only for requests without credentials: a certificate that failed
     // verification is a failed credential.

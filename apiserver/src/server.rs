@@ -599,8 +599,14 @@ pub async fn serve(
     let authorizer = Arc::new(
         crate::authz::Authz::from_config(ctx.storage.clone(), &cfg.authz).map_err(Error::Authz)?,
     );
-    let authn = crate::authn::Authenticator::new(&cfg.authn, Some(ctx.storage.clone()))
+    let mut authn = crate::authn::Authenticator::new(&cfg.authn, Some(ctx.storage.clone()))
         .map_err(Error::Authn)?;
+    if let Some(rh) = crate::authn::requestheader::RequestHeader::from_config(&cfg.aggregator)
+        .map_err(Error::Authn)?
+    {
+        authn.set_request_header(rh);
+    }
+    let request_header = authn.request_header();
     let auditor = crate::audit::Auditor::from_config(&cfg.audit).map_err(Error::Audit)?;
     let aggregator =
         crate::aggregator::Aggregator::new(Arc::clone(&ctx), &cfg.aggregator, &cfg.client_ca_file)
@@ -632,6 +638,7 @@ pub async fn serve(
         let _ = tcp.set_nodelay(true);
         let tls = tls.clone();
         let client_ca = Arc::clone(&client_ca);
+        let request_header = request_header.clone();
         let app = app.clone();
         tokio::spawn(async move {
             let stream = match tls.accept(tcp).await {
@@ -649,8 +656,15 @@ pub async fn serve(
                         (PeerIdentity(None), Some(pipeline::InvalidClientCert(why)))
                     }
                 };
+            let front_proxy = request_header
+                .as_ref()
+                .is_some_and(|rh| rh.verify(stream.get_ref().1.peer_certificates()));
             let svc = app.map_request(move |mut req: Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(identity.clone());
+                if front_proxy {
+                    req.extensions_mut()
+                        .insert(crate::authn::requestheader::FrontProxy);
+                }
                 if let Some(invalid) = &invalid {
                     req.extensions_mut().insert(invalid.clone());
                 }

@@ -1,5 +1,7 @@
-//! Authentication as kube-apiserver orders it: x509 client certificates (verified by the TLS
-//! layer), then bearer tokens — `--token-auth-file` ([`token_file`]) and service-account JWTs
+//! Authentication as kube-apiserver orders it: an authenticating proxy's request headers
+//! ([`requestheader`], with `--requestheader-client-ca-file`), x509 client certificates
+//! (verified by the TLS layer), then bearer tokens — `--token-auth-file` ([`token_file`])
+//! and service-account JWTs
 //! ([`jwt`], bound tokens from the TokenRequest subresource) — then, with `--anonymous-auth`,
 //! `system:anonymous`. A bearer token no authenticator accepts is a 401 even when anonymous
 //! requests are allowed (upstream's union authenticator fails on error).
@@ -12,6 +14,7 @@ pub mod jwt;
 pub mod oidc;
 pub mod oidc_config;
 pub mod oidc_keys;
+pub mod requestheader;
 pub mod token_file;
 pub mod webhook;
 
@@ -86,6 +89,7 @@ pub struct Authenticator {
     verified: Verified,
     webhook: Option<webhook::TokenWebhook>,
     oidc: oidc::JwtAuthenticators,
+    request_header: Option<std::sync::Arc<requestheader::RequestHeader>>,
 }
 
 /// Claims of tokens whose signature was already checked, for [`VERIFIED_TTL`]: a signature
@@ -191,6 +195,7 @@ impl Authenticator {
         };
         let oidc = oidc::JwtAuthenticators::new(jwt_configs)?;
         Ok(Authenticator {
+            request_header: None,
             oidc,
             tokens,
             anonymous: cfg.anonymous_auth,
@@ -206,6 +211,31 @@ impl Authenticator {
                 .map(webhook::TokenWebhook::new)
                 .transpose()?,
         })
+    }
+
+    /// Accepts an authenticating proxy's request headers (`--requestheader-*`).
+    pub fn set_request_header(&mut self, rh: requestheader::RequestHeader) {
+        self.request_header = Some(std::sync::Arc::new(rh));
+    }
+
+    /// The request-header authenticator, if configured (the accept loop judges connections
+    /// with it).
+    pub fn request_header(&self) -> Option<std::sync::Arc<requestheader::RequestHeader>> {
+        self.request_header.clone()
+    }
+
+    /// The user an authenticating proxy's headers name (`front_proxy`: the connection's
+    /// certificate is an allowed proxy's), or `None`; the identity headers are stripped
+    /// either way.
+    pub fn authenticate_proxied(
+        &self,
+        front_proxy: bool,
+        headers: &mut http::HeaderMap,
+    ) -> Option<UserInfo> {
+        let rh = self.request_header.as_ref()?;
+        let user = if front_proxy { rh.user(headers) } else { None };
+        rh.strip(headers);
+        user.map(add_authenticated)
     }
 
     /// The API server's audiences (`--api-audiences`).
