@@ -466,10 +466,12 @@ fn logged_bodies(stderr: &str) -> Vec<(String, Vec<u8>)> {
             }
             continue;
         }
-        let hex = l[8..].split("  |").next().unwrap_or("");
+        // `00000010  73 70 61 …  |ascii|`: the hex bytes end where the ASCII column starts.
         bytes.extend(
-            hex.split_whitespace()
-                .map(|h| u8::from_str_radix(h, 16).expect("hex byte")),
+            l[8..]
+                .split_whitespace()
+                .take_while(|h| h.len() == 2 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+                .filter_map(|h| u8::from_str_radix(h, 16).ok()),
         );
     }
     if let Some(done) = current.filter(|(_, b)| !b.is_empty()) {
@@ -744,4 +746,78 @@ fn csr_approval_reencodes_our_bytes() {
     let status = wire::get(&theirs, 3).expect("status");
     let condition = wire::get(status, 1).expect("condition");
     assert_eq!(wire::string(condition, 1), "Approved");
+}
+
+/// `kubectl debug --copy-to` reads a pod (JSON), copies it and POSTs the copy in protobuf:
+/// Go's encoding of the pod spec it decoded must equal ours for the same pod, field by field
+/// (all but the fields the copy changes: the added container, `nodeName`,
+/// `shareProcessNamespace`).
+#[test]
+fn pod_spec_encodes_as_go_encodes_it() {
+    let (_dir, s) = server();
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"b":"2","a":"1"}},
+      "spec":{"containers":[{"name":"web","image":"nginx","ports":[{"containerPort":80,"name":"http"}],
+          "env":[{"name":"X","value":"1"},{"name":"POD","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}}],
+          "resources":{"requests":{"cpu":"250m","memory":"64Mi"},"limits":{"memory":"128Mi"}},
+          "volumeMounts":[{"name":"scratch","mountPath":"/scratch"}],
+          "securityContext":{"runAsNonRoot":true,"capabilities":{"drop":["ALL"]}}}],
+        "volumes":[{"name":"scratch","emptyDir":{"sizeLimit":"1Gi"}},
+          {"name":"cfg","configMap":{"name":"c","defaultMode":420,"optional":true}}],
+        "nodeSelector":{"zone":"a","disk":"ssd"},
+        "tolerations":[{"key":"k","operator":"Exists","effect":"NoExecute","tolerationSeconds":30}],
+        "securityContext":{"runAsUser":1000,"supplementalGroups":[5,6],"fsGroup":2000},
+        "affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[
+          {"matchExpressions":[{"key":"zone","operator":"In","values":["a","b"]}]}]}}},
+        "activeDeadlineSeconds":600,"hostname":"h","subdomain":"s"}}"#;
+    let (ok, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(pod))
+        .expect("kubectl runs");
+    assert!(ok, "{err}");
+    let a = curl(
+        &s,
+        "GET",
+        "/api/v1/namespaces/default/pods/p",
+        PROTOBUF,
+        None,
+    );
+    assert_eq!(a.code, 200);
+    let (_, _, ours) = envelope(&a.body);
+    let (_, err) = kubectl_ok(
+        &s,
+        &["debug", "p", "--copy-to=p2", "--image=busybox", "-v=9"],
+    );
+    let put = logged_bodies(&err)
+        .into_iter()
+        .find(|(w, b)| w == "Request" && b.starts_with(b"k8s\0"))
+        .map(|(_, b)| b)
+        .unwrap_or_else(|| panic!("no protobuf POST logged: {err}"));
+    let (_, kind, theirs) = envelope(&put);
+    assert_eq!(kind, "Pod");
+    let (our_spec, their_spec) = (wire::get(&ours, 2).unwrap(), wire::get(&theirs, 2).unwrap());
+    let changed = [2, 10, 27];
+    let numbers = |spec: &[u8]| -> Vec<u32> {
+        let mut n: Vec<u32> = wire::fields(spec).into_iter().map(|(n, _)| n).collect();
+        n.dedup();
+        n
+    };
+    let mut compared = 0;
+    for n in numbers(our_spec).into_iter().chain(numbers(their_spec)) {
+        if changed.contains(&n) {
+            continue;
+        }
+        let pick = |spec: &[u8]| -> String {
+            let values: Vec<String> = wire::fields(spec)
+                .into_iter()
+                .filter(|(m, _)| *m == n)
+                .map(|(_, v)| format!("{v:?}"))
+                .collect();
+            values.join(",")
+        };
+        let (o, t) = (pick(our_spec), pick(their_spec));
+        assert_eq!(o, t, "pod spec field {n} differs");
+        compared += 1;
+    }
+    assert!(compared >= 10, "only {compared} spec fields compared");
+    // The original container, as Go writes it again.
+    assert_eq!(wire::all(our_spec, 2)[0], wire::all(their_spec, 2)[0]);
 }
