@@ -7,7 +7,8 @@
 //!   same patch is still refused; back to NodePort allocates one again.
 //! - A change to ExternalName releases the cluster IP, and back to ClusterIP allocates one.
 //! - `spec.allocateLoadBalancerNodePorts: false` gives a LoadBalancer no node ports (but
-//!   keeps one asked for); switching it to true allocates them.
+//!   keeps one asked for); switching it to true allocates them. `externalTrafficPolicy:
+//!   Local` on a LoadBalancer allocates a `healthCheckNodePort`, freed when it goes back.
 
 use e2e::ServerProcess;
 use e2e::cli::{apply, json, ok};
@@ -234,6 +235,45 @@ spec:
     );
     let svc = get(&s, "bare");
     assert_eq!(node_ports(&svc).len(), 2, "{svc}");
+
+    // externalTrafficPolicy: Local gives a health-check node port; back to Cluster frees it.
+    ok(
+        &s,
+        &[
+            "patch",
+            "service",
+            "bare",
+            "-p",
+            r#"{"spec":{"externalTrafficPolicy":"Local"}}"#,
+        ],
+    );
+    let svc = get(&s, "bare");
+    let hc = svc["spec"]["healthCheckNodePort"].as_u64().unwrap_or(0);
+    assert!((30000..=32767).contains(&hc), "{svc}");
+    assert!(!node_ports(&svc).contains(&hc), "{svc}");
+    ok(
+        &s,
+        &[
+            "patch",
+            "service",
+            "bare",
+            "-p",
+            r#"{"spec":{"externalTrafficPolicy":"Cluster"}}"#,
+        ],
+    );
+    let svc = get(&s, "bare");
+    assert!(svc["spec"].get("healthCheckNodePort").is_none(), "{svc}");
+    ok(
+        &s,
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "reuse-hc",
+            "--tcp=80:80",
+            &format!("--node-port={hc}"),
+        ],
+    );
 
     // The field belongs to LoadBalancers only.
     let (ok_, _, err) = s

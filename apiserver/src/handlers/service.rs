@@ -123,6 +123,14 @@ pub(super) fn held_keys(obj: &Map<String, Value>) -> Vec<String> {
             keys.push(port_key(port));
         }
     }
+    if let Some(port) = spec
+        .and_then(|s| s.get("healthCheckNodePort"))
+        .and_then(Value::as_u64)
+        .and_then(|n| u16::try_from(n).ok())
+        .filter(|n| *n != 0)
+    {
+        keys.push(port_key(port));
+    }
     keys
 }
 
@@ -283,49 +291,12 @@ async fn allocate_into(
                 .and_then(|p| p.get("nodePort"))
                 .and_then(Value::as_u64)
                 .and_then(|n| u16::try_from(n).ok());
-            let port = match wanted {
-                Some(p) => {
-                    if !held.contains(&port_key(p)) && !(NODE_PORT_MIN..=NODE_PORT_MAX).contains(&p)
-                    {
-                        return Err(invalid(
-                            name,
-                            &format!("spec.ports[{i}].nodePort"),
-                            format!(
-                                "Invalid value: {p}: provided port is not in the valid range. The range of valid ports is {NODE_PORT_MIN}-{NODE_PORT_MAX}"
-                            ),
-                        ));
-                    }
-                    if !reserve(ctx, &port_key(p), owner, held).await? {
-                        return Err(invalid(
-                            name,
-                            &format!("spec.ports[{i}].nodePort"),
-                            format!("Invalid value: {p}: provided port is already allocated"),
-                        ));
-                    }
-                    p
-                }
+            if wanted.is_none() && !allocate_missing {
                 // `allocateLoadBalancerNodePorts: false`: only the node ports asked for.
-                None if !allocate_missing => continue,
-                None => {
-                    let span = u32::from(NODE_PORT_MAX - NODE_PORT_MIN) + 1;
-                    let start = seed() % span;
-                    let mut chosen = None;
-                    for j in 0..span {
-                        let p = NODE_PORT_MIN + u16::try_from((start + j) % span).unwrap_or(0);
-                        if reserve(ctx, &port_key(p), owner, &HashSet::new()).await? {
-                            chosen = Some(p);
-                            break;
-                        }
-                    }
-                    chosen.ok_or_else(|| {
-                        invalid(
-                            name,
-                            &format!("spec.ports[{i}].nodePort"),
-                            "range of ports is full".into(),
-                        )
-                    })?
-                }
-            };
+                continue;
+            }
+            let field = format!("spec.ports[{i}].nodePort");
+            let port = node_port(ctx, name, owner, held, wanted, &field).await?;
             if !held.contains(&port_key(port)) {
                 taken.push(port_key(port));
             }
@@ -338,7 +309,60 @@ async fn allocate_into(
             }
         }
     }
+    // The health-check node port of a LoadBalancer with `externalTrafficPolicy: Local`.
+    if needs_health_check_node_port(&Value::Object(spec.clone())) {
+        let wanted = spec
+            .get("healthCheckNodePort")
+            .and_then(Value::as_u64)
+            .and_then(|n| u16::try_from(n).ok())
+            .filter(|n| *n != 0);
+        let port = node_port(ctx, name, owner, held, wanted, "spec.healthCheckNodePort").await?;
+        if !held.contains(&port_key(port)) {
+            taken.push(port_key(port));
+        }
+        spec.insert("healthCheckNodePort".into(), json!(port));
+    }
     Ok(())
+}
+
+/// Reserves node port `wanted` (in range, free or already `held`), or any free one.
+async fn node_port(
+    ctx: &Ctx,
+    name: &str,
+    owner: &str,
+    held: &HashSet<String>,
+    wanted: Option<u16>,
+    field: &str,
+) -> Result<u16> {
+    if let Some(p) = wanted {
+        if !held.contains(&port_key(p)) && !(NODE_PORT_MIN..=NODE_PORT_MAX).contains(&p) {
+            return Err(invalid(
+                name,
+                field,
+                format!(
+                    "Invalid value: {p}: provided port is not in the valid range. The range of valid ports is {NODE_PORT_MIN}-{NODE_PORT_MAX}"
+                ),
+            ));
+        }
+        if !reserve(ctx, &port_key(p), owner, held).await? {
+            return Err(invalid(
+                name,
+                field,
+                format!("Invalid value: {p}: provided port is already allocated"),
+            ));
+        }
+        return Ok(p);
+    }
+    let span = u32::from(NODE_PORT_MAX - NODE_PORT_MIN) + 1;
+    let start = seed() % span;
+    for j in 0..span {
+        let p = NODE_PORT_MIN + u16::try_from((start + j) % span).unwrap_or(0);
+        // Not `held`: a port the old object held may be named by another of its ports.
+        if reserve(ctx, &port_key(p), owner, &HashSet::new()).await? {
+            return Ok(p);
+        }
+    }
+    Err(invalid(name, field, "range of ports is full".into()))
 }
 
 fn type_of(spec: &Value) -> &str {
@@ -505,6 +529,13 @@ pub(super) fn carry_over(new: &mut Map<String, Value>, old: &Map<String, Value>)
             _ => {}
         }
     }
+    if needs_health_check_node_port(&old_spec)
+        && needs_health_check_node_port(&Value::Object(spec.clone()))
+        && !spec.contains_key("healthCheckNodePort")
+        && let Some(hc) = old_spec.get("healthCheckNodePort")
+    {
+        spec.insert("healthCheckNodePort".into(), hc.clone());
+    }
     let old_wants = old_spec.as_object().is_some_and(wants_node_ports);
     if !(old_wants && wants_node_ports(spec)) {
         return Ok(());
@@ -552,6 +583,73 @@ mod tests {
                 "/registry/core/servicenodeports/30080"
             ]
         );
+    }
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    #[test]
+    fn a_type_change_drops_unchanged_fields_of_the_old_type_only() {
+        let old = obj(json!({"metadata": {"name": "s"}, "spec": {
+            "type": "LoadBalancer", "clusterIP": "10.96.0.9", "allocateLoadBalancerNodePorts": true,
+            "externalTrafficPolicy": "Local", "healthCheckNodePort": 31000,
+            "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}]}}));
+        // kubectl patch -p '{"spec":{"type":"ClusterIP"}}': everything else as stored.
+        let mut new = old.clone();
+        new["spec"]["type"] = json!("ClusterIP");
+        carry_over(&mut new, &old).unwrap();
+        let spec = &new["spec"];
+        assert!(spec["ports"][0].get("nodePort").is_none(), "{spec}");
+        for gone in [
+            "allocateLoadBalancerNodePorts",
+            "externalTrafficPolicy",
+            "healthCheckNodePort",
+        ] {
+            assert!(spec.get(gone).is_none(), "{gone}: {spec}");
+        }
+        assert_eq!(spec["clusterIP"], "10.96.0.9");
+        // A node port the old object did not hold is the client's: kept (validation answers).
+        let mut asked = old.clone();
+        asked["spec"]["type"] = json!("ClusterIP");
+        asked["spec"]["ports"][0]["nodePort"] = json!(31999);
+        carry_over(&mut asked, &old).unwrap();
+        assert_eq!(asked["spec"]["ports"][0]["nodePort"], 31999);
+        // LoadBalancer → NodePort keeps the node port and drops the LoadBalancer fields.
+        let mut np = old.clone();
+        np["spec"]["type"] = json!("NodePort");
+        carry_over(&mut np, &old).unwrap();
+        assert_eq!(np["spec"]["ports"][0]["nodePort"], 30080);
+        assert!(np["spec"].get("allocateLoadBalancerNodePorts").is_none());
+        assert_eq!(np["spec"]["externalTrafficPolicy"], "Local");
+    }
+
+    #[test]
+    fn only_load_balancers_keep_a_load_balancer_status() {
+        let mut svc = obj(
+            json!({"spec": {"type": "ClusterIP"}, "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}}),
+        );
+        clear_load_balancer_status(&mut svc);
+        assert_eq!(svc["status"]["loadBalancer"], json!({}));
+        let mut lb = obj(
+            json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}}),
+        );
+        clear_load_balancer_status(&mut lb);
+        assert_eq!(lb["status"]["loadBalancer"]["ingress"][0]["ip"], "1.2.3.4");
+    }
+
+    #[test]
+    fn node_ports_are_wanted_by_node_ports_and_allocating_load_balancers() {
+        let wants = |v: Value| wants_node_ports(v.as_object().unwrap());
+        assert!(wants(json!({"type": "NodePort"})));
+        assert!(wants(json!({"type": "LoadBalancer"})));
+        assert!(!wants(
+            json!({"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false})
+        ));
+        assert!(!wants(json!({"type": "ClusterIP"})));
     }
 
     #[test]

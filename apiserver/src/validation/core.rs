@@ -127,6 +127,16 @@ fn service(errs: &mut Vec<FieldError>, spec: &Obj) {
             ));
         }
     }
+    let health_check = get_i64(spec, "healthCheckNodePort").unwrap_or(0);
+    if health_check != 0
+        && !(ty == "LoadBalancer" && get_str(spec, "externalTrafficPolicy") == "Local")
+    {
+        errs.push(invalid(
+            "spec.healthCheckNodePort",
+            &health_check.to_string(),
+            "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'",
+        ));
+    }
     // Duplicate (protocol, port) pairs.
     let mut seen = HashSet::new();
     for (i, p) in objs(spec, "ports") {
