@@ -284,6 +284,35 @@ fn serve_aggregated(registry: &Registry, headers: &HeaderMap, core: bool) -> Res
     (StatusCode::OK, out, body).into_response()
 }
 
+/// The legacy `/api` or `/apis` document in the form the request negotiated, as upstream's
+/// `WriteObjectNegotiated` with the default restrictions: indented JSON for `?pretty=true`
+/// and curl/wget/browser agents, YAML for `Accept: application/yaml`, protobuf when asked.
+/// The aggregated documents keep their own content type.
+pub async fn negotiated(resp: Response, headers: &HeaderMap, query: Option<&str>) -> Response {
+    use crate::codec::negotiate::{self, Restrictions};
+    use crate::codec::respond::{self, Negotiated};
+    let aggregated = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_none_or(|v| v.as_bytes() == AGGREGATED_V2.as_bytes());
+    if aggregated || !resp.status().is_success() {
+        return resp;
+    }
+    let header = |name: http::header::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    };
+    let pretty = negotiate::pretty_by_request(query, header(http::header::USER_AGENT));
+    let out = negotiate::negotiate(header(http::header::ACCEPT), pretty, Restrictions::Default);
+    let neg = Negotiated {
+        output: out.unwrap_or(Negotiated::plain().output),
+        error: out,
+    };
+    respond::finish(resp, &neg, None).await
+}
+
 /// `GET /api`.
 pub fn api(ctx: &Ctx, headers: &HeaderMap, server_address: &str) -> Response {
     if wants_aggregated(headers) {

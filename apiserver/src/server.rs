@@ -381,12 +381,17 @@ async fn health(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
     }
 }
 
-async fn api_root(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> Response {
-    discovery::api(&ctx, &headers, &ctx.address)
+async fn api_root(State(ctx): State<Arc<Ctx>>, headers: HeaderMap, uri: http::Uri) -> Response {
+    discovery::negotiated(
+        discovery::api(&ctx, &headers, &ctx.address),
+        &headers,
+        uri.query(),
+    )
+    .await
 }
 
-async fn apis_root(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> Response {
-    discovery::apis(&ctx, &headers)
+async fn apis_root(State(ctx): State<Arc<Ctx>>, headers: HeaderMap, uri: http::Uri) -> Response {
+    discovery::negotiated(discovery::apis(&ctx, &headers), &headers, uri.query()).await
 }
 
 /// Largest request header block accepted: Go's `http.DefaultMaxHeaderBytes` (1 MiB), which

@@ -201,22 +201,33 @@ const NOT_YET: &[(&str, &str)] = &[
 
 /// One raw GET with the admin's client certificate.
 fn curl(s: &ServerProcess, path: &str, accept: &str) -> (u16, String) {
+    let (code, _, body) = curl_as(s, path, accept, "e2e-golden");
+    (code, body)
+}
+
+/// [`curl`] with a user agent; also answers the Content-Type.
+fn curl_as(s: &ServerProcess, path: &str, accept: &str, agent: &str) -> (u16, String, String) {
     let pki = s.data_dir.join("pki");
     let out = Command::new("curl")
-        .args(["-s", "-A", "e2e-golden", "-H", &format!("Accept: {accept}")])
+        .args(["-s", "-A", agent, "-H", &format!("Accept: {accept}")])
         .arg("--cacert")
         .arg(pki.join("ca.crt"))
         .arg("--cert")
         .arg(pki.join("admin.crt"))
         .arg("--key")
         .arg(pki.join("admin.key"))
-        .args(["-w", "%{http_code}"])
+        .args(["-w", "\n%{http_code} %{content_type}"])
         .arg(format!("{}{path}", s.url))
         .output()
         .expect("curl runs");
-    let mut text = String::from_utf8(out.stdout).expect("utf-8 body");
-    let code = text.split_off(text.len().saturating_sub(3));
-    (code.parse().expect("status code"), text)
+    let text = String::from_utf8(out.stdout).expect("utf-8 body");
+    let (body, tail) = text.rsplit_once('\n').expect("status line");
+    let (code, content_type) = tail.split_once(' ').unwrap_or((tail, ""));
+    (
+        code.parse().expect("status code"),
+        content_type.to_owned(),
+        body.to_owned(),
+    )
 }
 
 /// Replaces the string value after each `"<key>":"` (JSON) or `<key>: "` (YAML) with
@@ -409,5 +420,68 @@ fn normalising_replaces_only_server_generated_values() {
     assert_eq!(
         normalise(yaml, "yaml", &values),
         "metadata:\n  resourceVersion: \"<resourceVersion>\"\n  uid: <uid>\nstatus:\n  lastTransitionTime: \"<lastTransitionTime>\"\n"
+    );
+}
+
+/// `/api` and `/apis` negotiated as upstream's `WriteObjectNegotiated` (indented JSON for
+/// `?pretty=true` and curl agents, YAML when asked), and Tables in `meta.k8s.io/v1`'s
+/// struct order with upstream's plain `application/json` Content-Type.
+#[test]
+fn discovery_roots_and_tables_as_upstream() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start(&dir.path().join("data")).expect("server starts");
+    let address = s.url.trim_start_matches("https://");
+    let (code, content_type, body) = curl_as(&s, "/api?pretty=true", "", "e2e");
+    assert_eq!((code, content_type.as_str()), (200, "application/json"));
+    assert_eq!(
+        body,
+        format!(
+            "{{\n  \"kind\": \"APIVersions\",\n  \"versions\": [\n    \"v1\"\n  ],\n  \
+             \"serverAddressByClientCIDRs\": [\n    {{\n      \"clientCIDR\": \"0.0.0.0/0\",\n      \
+             \"serverAddress\": \"{address}\"\n    }}\n  ]\n}}"
+        )
+    );
+    let (code, content_type, body) = curl_as(&s, "/api", "application/yaml", "e2e");
+    assert_eq!((code, content_type.as_str()), (200, "application/yaml"));
+    assert_eq!(
+        body,
+        format!(
+            "kind: APIVersions\nserverAddressByClientCIDRs:\n- clientCIDR: 0.0.0.0/0\n  \
+             serverAddress: {address}\nversions:\n- v1\n"
+        )
+    );
+    let (code, content_type, body) = curl_as(&s, "/apis", "application/yaml", "e2e");
+    assert_eq!((code, content_type.as_str()), (200, "application/yaml"));
+    assert!(
+        body.starts_with(
+            "apiVersion: v1\ngroups:\n- name: apiregistration.k8s.io\n  preferredVersion:\n    \
+             groupVersion: apiregistration.k8s.io/v1\n    version: v1\n  versions:\n  - \
+             groupVersion: apiregistration.k8s.io/v1\n    version: v1\n"
+        ) && body.ends_with("kind: APIGroupList\n"),
+        "{body}"
+    );
+    let (code, _, body) = curl_as(&s, "/apis", "", "curl/8.5.0");
+    assert_eq!(code, 200);
+    assert!(
+        body.starts_with("{\n  \"kind\": \"APIGroupList\",\n  \"apiVersion\": \"v1\",\n  \"groups\": [\n    {\n      \"name\": "),
+        "{body}"
+    );
+
+    let input = golden_dir().join("configmap.input.yaml");
+    let (ok, _, err) = s
+        .kubectl(&["create", "-f", &input.to_string_lossy()])
+        .expect("kubectl runs");
+    assert!(ok, "{err}");
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let (code, content_type, body) =
+        curl_as(&s, "/api/v1/namespaces/default/configmaps", table, "e2e");
+    assert_eq!((code, content_type.as_str()), (200, "application/json"));
+    assert!(
+        body.starts_with(r#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":""#)
+            && body.contains(r#""columnDefinitions":[{"name":"Name","type":"string","format":"name","description":"Name must be unique"#)
+            && body.contains(r#""rows":[{"cells":["settings",2,"#)
+            && body.contains(r#""object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"settings","namespace":"default","uid":""#)
+            && body.ends_with("}]}\n"),
+        "{body}"
     );
 }

@@ -244,8 +244,19 @@ pub fn group_document(
     )
 }
 
-/// `GET /apis` with the extension servers' groups.
+/// `GET /apis` with the extension servers' groups, in the negotiated form (YAML, indented
+/// JSON for curl-like agents; see [`crate::discovery::negotiated`]).
 pub async fn apis(
+    ctx: &Ctx,
+    snapshot: &Snapshot,
+    entries: &HashMap<String, Value>,
+    headers: &HeaderMap,
+) -> Response {
+    let resp = spliced_apis(ctx, snapshot, entries, headers).await;
+    crate::discovery::negotiated(resp, headers, None).await
+}
+
+async fn spliced_apis(
     ctx: &Ctx,
     snapshot: &Snapshot,
     entries: &HashMap<String, Value>,

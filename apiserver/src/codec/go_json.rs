@@ -85,13 +85,15 @@ fn plans() -> Option<&'static Plans> {
                 .enumerate()
                 .map(|(i, n)| (n.clone(), i))
                 .collect();
-            let plans = names
+            let mut plans: Vec<Plan> = names
                 .iter()
                 .map(|n| match schema.pool.get_message_by_name(n) {
                     Some(m) => build(schema, &by_name, &m),
                     None => Plan::default(),
                 })
                 .collect();
+            let mut by_name = by_name;
+            add_table_plans(&mut plans, &mut by_name);
             Some(Plans { plans, by_name })
         })
         .as_ref()
@@ -206,10 +208,80 @@ fn zero_of(
 const TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Time";
 const MICRO_TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime";
 
-/// The plan of the kind `obj` names, if the schema has it.
+/// Key of the `meta.k8s.io` Table's plan (the type has no protobuf message).
+const TABLE: &str = "meta.k8s.io/Table";
+
+/// Plans for `meta.k8s.io/v1` `Table` and its parts, which are not in the protobuf schema,
+/// in their Go structs' order: `Table{TypeMeta, metadata, columnDefinitions, rows}`,
+/// `TableColumnDefinition{name, type, format, description, priority}`,
+/// `TableRow{cells, conditions, object}`, `TableRowCondition{type, status, reason, message}`.
+/// `columnDefinitions` and `rows` have no `omitempty` (written `null` when absent).
+fn add_table_plans(plans: &mut Vec<Plan>, by_name: &mut HashMap<String, usize>) {
+    let ranked = |names: &[&str], child: &dyn Fn(&str) -> Child| Plan {
+        fields: names
+            .iter()
+            .zip(0u32..)
+            .map(|(n, i)| ((*n).to_owned(), (i, child(n))))
+            .collect(),
+        always: Vec::new(),
+    };
+    let opaque = |_: &str| Child::Opaque;
+    let column = plans.len();
+    plans.push(ranked(
+        &["name", "type", "format", "description", "priority"],
+        &opaque,
+    ));
+    let condition = plans.len();
+    plans.push(ranked(&["type", "status", "reason", "message"], &opaque));
+    let row = plans.len();
+    plans.push(ranked(&["cells", "conditions", "object"], &|n| match n {
+        "conditions" => Child::Message(condition),
+        "object" => Child::Embedded,
+        _ => Child::Opaque,
+    }));
+    let list_meta = by_name
+        .get("k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta")
+        .copied();
+    let mut table = ranked(
+        &[
+            "kind",
+            "apiVersion",
+            "metadata",
+            "columnDefinitions",
+            "rows",
+        ],
+        &|n| match (n, list_meta) {
+            ("metadata", Some(i)) => Child::Message(i),
+            ("columnDefinitions", _) => Child::Message(column),
+            ("rows", _) => Child::Message(row),
+            _ => Child::Opaque,
+        },
+    );
+    table.always = vec![
+        (3, "columnDefinitions".to_owned(), Zero::Value(Value::Null)),
+        (4, "rows".to_owned(), Zero::Value(Value::Null)),
+    ];
+    if let Some(i) = list_meta {
+        table
+            .always
+            .insert(0, (2, "metadata".to_owned(), Zero::Struct(i)));
+    }
+    by_name.insert(TABLE.to_owned(), plans.len());
+    plans.push(table);
+}
+
+/// The plan of the kind `obj` names, if the schema has it. `APIVersions` (`/api`) is
+/// written without an `apiVersion`, as upstream writes it.
 fn plan_for(plans: &Plans, obj: &Map<String, Value>) -> Option<usize> {
-    let api_version = obj.get("apiVersion")?.as_str()?;
     let kind = obj.get("kind")?.as_str()?;
+    let api_version = match obj.get("apiVersion").and_then(Value::as_str) {
+        Some(v) => v,
+        None if kind == "APIVersions" => "v1",
+        None => return None,
+    };
+    if kind == "Table" && api_version.starts_with("meta.k8s.io/") {
+        return plans.by_name.get(TABLE).copied();
+    }
     let schema = schema().ok()?;
     let m = schema.message_for(api_version, kind)?;
     plans.by_name.get(m.full_name()).copied()
@@ -572,6 +644,26 @@ mod tests {
         assert_eq!(
             go(&pdb),
             r#"{"kind":"PodDisruptionBudget","apiVersion":"policy/v1","metadata":{"name":"p","creationTimestamp":"t"},"spec":{"minAvailable":1},"status":{"disruptionsAllowed":0,"currentHealthy":0,"desiredHealthy":0,"expectedPods":0}}"#
+        );
+    }
+
+    #[test]
+    fn tables_and_api_versions_in_struct_order() {
+        let table = json!({"apiVersion": "meta.k8s.io/v1", "kind": "Table",
+            "metadata": {"resourceVersion": "5"},
+            "columnDefinitions": [{"type": "string", "priority": 0, "name": "Name",
+                "format": "name", "description": "d"}],
+            "rows": [{"object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": {"uid": "u", "name": "c"}}, "cells": ["c", 1]}]});
+        assert_eq!(
+            go(&table),
+            r#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"5"},"columnDefinitions":[{"name":"Name","type":"string","format":"name","description":"d","priority":0}],"rows":[{"cells":["c",1],"object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"c","uid":"u","creationTimestamp":null}}}]}"#
+        );
+        let versions = json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"serverAddress": "a:1", "clientCIDR": "0.0.0.0/0"}]});
+        assert_eq!(
+            go(&versions),
+            r#"{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"a:1"}]}"#
         );
     }
 }
