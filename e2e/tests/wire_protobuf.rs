@@ -509,6 +509,26 @@ fn stock_kubectl_reads_and_rewrites_protobuf() {
         err.contains(&format!("Content-Type: {PROTOBUF}")),
         "no protobuf answer: {err}"
     );
+    let (out, _) = kubectl_ok(
+        &s,
+        &[
+            "create",
+            "service",
+            "clusterip",
+            "web",
+            "--tcp=80:8080",
+            "-n",
+            "pb",
+        ],
+    );
+    assert!(out.contains("service/web created"), "{out}");
+    let (out, _) = kubectl_ok(&s, &["describe", "service", "web", "-n", "pb"]);
+    for want in [
+        "Type:                     ClusterIP",
+        "TargetPort:               8080/TCP",
+    ] {
+        assert!(out.contains(want), "{want:?} missing from:\n{out}");
+    }
     let (out, _) = kubectl_ok(&s, &["describe", "deployment", "web", "-n", "pb"]);
     for want in [
         "Namespace:              pb",

@@ -258,8 +258,7 @@ pub fn encode_object(obj: &Map<String, Value>) -> Result<Vec<u8>, EncodeError> {
         .ok_or_else(no_message)?;
     let idx = *plans.by_name.get(desc.full_name()).ok_or_else(no_message)?;
     let mut raw = Vec::with_capacity(512);
-    let obj = Value::Object(obj.clone());
-    encode_message(plans, idx, Some(&obj), &mut raw, 0).map_err(EncodeError::Invalid)?;
+    encode_fields(plans, idx, obj, &mut raw, 0).map_err(EncodeError::Invalid)?;
     Ok(envelope(api_version, kind, &raw))
 }
 
@@ -450,17 +449,26 @@ fn encode_message(
         Special::None => {}
         special => return encode_special(special, value, out),
     }
-    let empty = Map::new();
-    let obj = match value {
-        None => &empty,
-        Some(Value::Object(m)) => m,
-        Some(other) => return Err(format!("expected an object, got {other}")),
-    };
-    for f in &plan.fields {
+    match value {
+        None => encode_fields(plans, idx, &Map::new(), out, depth),
+        Some(Value::Object(m)) => encode_fields(plans, idx, m, out, depth),
+        Some(other) => Err(format!("expected an object, got {other}")),
+    }
+}
+
+/// Writes the fields of (non-special) message `idx` from the JSON object `obj`.
+fn encode_fields(
+    plans: &Plans,
+    idx: usize,
+    obj: &Map<String, Value>,
+    out: &mut Vec<u8>,
+    depth: usize,
+) -> Result<(), String> {
+    for f in &plans.messages[idx].fields {
         if f.inline {
             let Ty::Message(inner) = f.ty else { continue };
             let mut body = Vec::new();
-            encode_message(plans, inner, value, &mut body, depth + 1)?;
+            encode_fields(plans, inner, obj, &mut body, depth + 1)?;
             put_bytes(out, f.number, &body);
             continue;
         }
