@@ -489,6 +489,11 @@ struct ServerArgs {
     /// namespaces; each node serves the kubelet API for logs, exec and attach).
     #[arg(long, value_enum, default_value_t = nodes::Runtime::Simulated)]
     node_runtime: nodes::Runtime,
+    /// Longest a deleted pod's grace period (preStop hook, then SIGTERM) is honoured by the
+    /// in-process nodes before SIGKILL (e.g. `30s`: the kubelet honours it whole); short by
+    /// default so deletions stay quick.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    node_max_grace: Duration,
     /// Do not run the scheduler in-process (as k3s' flag).
     #[arg(long)]
     disable_scheduler: bool,
@@ -995,6 +1000,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         let options = nodes::Options {
             count: args.nodes,
             runtime: args.node_runtime,
+            max_grace: args.node_max_grace,
             runtime_dir: args.data_dir.join("nodes"),
             pki_dir: Some(pki.pki_dir.clone()),
             api_server_url: Some(server_url.clone()),

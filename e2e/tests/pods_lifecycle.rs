@@ -17,12 +17,14 @@ use e2e::cli::{apply, json, ok, wait_for};
 use serde_json::Value;
 
 fn process_cluster() -> (tempfile::TempDir, ServerProcess) {
+    process_cluster_with(&[])
+}
+
+fn process_cluster_with(extra: &[&str]) -> (tempfile::TempDir, ServerProcess) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let s = ServerProcess::start_cluster(
-        &dir.path().join("data"),
-        &["--nodes=1", "--node-runtime=process"],
-    )
-    .expect("server starts");
+    let mut args = vec!["--nodes=1", "--node-runtime=process"];
+    args.extend_from_slice(extra);
+    let s = ServerProcess::start_cluster(&dir.path().join("data"), &args).expect("server starts");
     (dir, s)
 }
 
@@ -137,7 +139,8 @@ spec:
 
 #[test]
 fn post_start_and_pre_stop_hooks_run_as_the_kubelet_runs_them() {
-    let (_dir, s) = process_cluster();
+    // Grace periods honoured up to 30 s (the default cap is 1 s), as the kubelet does.
+    let (_dir, s) = process_cluster_with(&["--node-max-grace=30s"]);
     // A host directory the hooks and the container write to (the default user is nobody).
     let shared = tempfile::tempdir().expect("tempdir");
     std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
@@ -188,10 +191,11 @@ spec:
       postStart:
         exec: {{command: [sh, -c, "echo post-start > /shared/post"]}}
       preStop:
-        exec: {{command: [sh, -c, "echo pre-stop >> /shared/order"]}}
+        # Longer than the default 1 s cap: the grace period is honoured.
+        exec: {{command: [sh, -c, "sleep 2; echo pre-stop >> /shared/order"]}}
   - name: web
     image: busybox
-    command: [sh, -c, "exec sleep 3642"]
+    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 0.1; done"]
     lifecycle:
       preStop:
         httpGet: {{port: {port}, path: /pre-stop, httpHeaders: [{{name: X-Hook, value: web}}]}}
