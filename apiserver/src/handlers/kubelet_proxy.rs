@@ -112,6 +112,8 @@ async fn send(
         .await
         .map_err(|_| unreachable(node, "timed out"))?
         .map_err(|e| unreachable(node, e))?;
+    // Interactive streams: small frames go out at once.
+    let _ = tcp.set_nodelay(true);
     let server_name = rustls_pki_types::ServerName::IpAddress(addr.0.into());
     let tls = tokio::time::timeout(
         DIAL_TIMEOUT,

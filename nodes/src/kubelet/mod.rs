@@ -84,6 +84,8 @@ pub(crate) async fn serve(
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
+        // Stream frames are small and answered at once: no Nagle delay.
+        let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let registry = registry.clone();
         let node = node.clone();

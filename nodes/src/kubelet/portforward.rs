@@ -51,7 +51,10 @@ impl Target {
             )
         };
         match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(("127.0.0.1", port))).await {
-            Ok(Ok(s)) => Ok(s),
+            Ok(Ok(s)) => {
+                let _ = s.set_nodelay(true);
+                Ok(s)
+            }
             Ok(Err(e)) => Err(err(format!("failed to connect to localhost:{port}: {e}"))),
             Err(_) => Err(err(format!("timed out connecting to localhost:{port}"))),
         }
