@@ -266,7 +266,7 @@ fn dashboard_in_headless_chromium() -> Result<()> {
         long,
         "pods view",
     )?;
-    let (ok, _, err) = server.kubectl_as(&server.kubeconfig, &["apply", "-f", "-"], Some(WEB))?;
+    let (ok, _, err) = server.kubectl_as(&server.kubeconfig, &["create", "-f", "-"], Some(WEB))?;
     assert!(ok, "{err}");
     browser.wait_for(
         &page,
@@ -285,6 +285,64 @@ fn dashboard_in_headless_chromium() -> Result<()> {
         "the Deployment's rollout 3 / 3",
     )?;
     browser.screenshot(&page, &shots.join("workloads.png"))?;
+    // The Deployment's page: its rollout history; an edit applied with server-side apply as
+    // the logged-in user: `kubectl create` (manager kubectl-create) owns spec.replicas, so a
+    // conflict first, then forced.
+    browser.eval(
+        &page,
+        "location.hash = '#/object/apis/apps/v1/namespaces/default/deployments/web'; true",
+    )?;
+    browser.wait_for(
+        &page,
+        "(document.querySelector('#yaml') || {}).textContent?.includes('kind: Deployment') && \
+         [...document.querySelectorAll('[data-table=rollout] .tr')].some(r => r.innerText.includes('3 / 3'))",
+        long,
+        "the Deployment's YAML and rollout history",
+    )?;
+    browser.eval(
+        &page,
+        "(() => { document.querySelector('#edit').click(); \
+         const a = document.querySelector('textarea.edit'); const o = JSON.parse(a.value); \
+         o.spec.replicas = 4; a.value = JSON.stringify(o, null, 2); \
+         document.querySelector('#apply').click(); return true; })()",
+    )?;
+    browser.wait_for(
+        &page,
+        "(document.querySelector('#apply-result') || {}).textContent?.startsWith('Conflict')",
+        long,
+        "an apply conflict on spec.replicas",
+    )?;
+    browser.screenshot(&page, &shots.join("apply-conflict.png"))?;
+    browser.eval(
+        &page,
+        "(() => { document.querySelector('#force').checked = true; \
+         document.querySelector('#apply').click(); return true; })()",
+    )?;
+    browser.wait_for(
+        &page,
+        "(document.querySelector('#apply-result') || {}).textContent === 'Applied.'",
+        long,
+        "the forced apply",
+    )?;
+    let replicas = kubectl_ok(
+        &server,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ],
+    )?;
+    assert_eq!(replicas.trim(), "4");
+    // The page follows the scale-up without a reload.
+    browser.wait_for(
+        &page,
+        "window.__noReload === true && [...document.querySelectorAll('[data-table=rollout] .tr')]\
+         .some(r => r.innerText.includes('4 / 4'))",
+        Duration::from_secs(90),
+        "the ReplicaSet at 4 / 4 after the apply",
+    )?;
     // The overview again: the pods' requests fill their nodes' bars, pods by phase.
     browser.eval(&page, "location.hash = '#/overview'; true")?;
     browser.wait_for(

@@ -698,6 +698,8 @@ function startMetrics(box) {
       const name = series.replace(/\{.*$/, '');
       const v = parseFloat(line.slice(sp + 1));
       if (!Number.isFinite(v)) continue;
+      // Watches (and exec-style connections) last as long as they are open: not latency.
+      if (name.startsWith('apiserver_request_duration') && /verb="(WATCH|CONNECT)"/.test(series)) continue;
       if (name === 'apiserver_request_duration_seconds_sum' || name === 'apiserver_request_duration_seconds_count' ||
           name === 'apiserver_request_total' || name.startsWith('etcd_') || name.startsWith('apiserver_storage_') ||
           name === 'process_resident_memory_bytes') {
@@ -735,7 +737,8 @@ function startMetrics(box) {
     return true;
   }
   (async () => {
-    while (!stopped && (await scrape())) await sleep(5000);
+    // The first rate after 1 s, then every 5 s.
+    while (!stopped && (await scrape())) await sleep(history.length < 2 ? 1000 : 5000);
   })();
 }
 
@@ -749,8 +752,11 @@ function viewNamespaces(root) {
   root.append(t.el);
 }
 
+// Progress towards a goal (replicas ready, completions): full is good, not a warning.
 function progress(ready, want) {
-  return bar(ready, want, ready + ' / ' + want);
+  const el = bar(ready, want, ready + ' / ' + want);
+  el.className = 'bar prog' + (ready >= want ? ' done' : '');
+  return el;
 }
 
 const WORKLOADS = {
@@ -908,8 +914,9 @@ function viewObject(root, path) {
   const pre = h('pre', { class: 'yaml', id: 'yaml' }, 'Loading…');
   const title = h('h1', null, decodeURIComponent(name));
   const err = h('div');
-  const editBtn = h('button', { type: 'button' }, 'Edit (server-side apply)');
-  const right = h('div');
+  const editBtn = h('button', { type: 'button', id: 'edit' }, 'Edit (server-side apply)');
+  const editor = h('div');
+  const right = h('div', null, editor);
   root.append(title, h('div', { class: 'muted' }, path), err, h('div', { class: 'split' }, h('div', null, pre, h('p', null, editBtn)), right));
   let current = null;
   const w = informer(coll + '?fieldSelector=' + encodeURIComponent('metadata.name=' + decodeURIComponent(name)));
@@ -932,9 +939,9 @@ function viewObject(root, path) {
     for (const f of ['managedFields', 'resourceVersion', 'uid', 'creationTimestamp', 'generation']) delete obj.metadata[f];
     const area = h('textarea', { class: 'edit', spellcheck: 'false' });
     area.value = JSON.stringify(obj, null, 2);
-    const force = h('input', { type: 'checkbox' });
-    const msg = h('div');
-    const apply = h('button', { type: 'button', class: 'primary' }, 'Apply');
+    const force = h('input', { type: 'checkbox', id: 'force' });
+    const msg = h('div', { id: 'apply-result' });
+    const apply = h('button', { type: 'button', class: 'primary', id: 'apply' }, 'Apply');
     apply.addEventListener('click', async () => {
       msg.replaceChildren('Applying…');
       try {
@@ -947,9 +954,29 @@ function viewObject(root, path) {
         msg.replaceChildren(h('div', { class: 'banner' }, e instanceof ApiError && e.status === 409 ? 'Conflict: ' + e.message + ' (tick "force" to take over these fields)' : describeError(e)));
       }
     });
-    right.replaceChildren(h('h2', null, 'Edit (JSON; applied as you, field manager capstan-dashboard)'), area,
+    editor.replaceChildren(h('h2', null, 'Edit (JSON; applied as you, field manager capstan-dashboard)'), area,
       h('p', null, apply, ' ', h('label', null, force, ' force conflicts')), msg);
   });
+  // A Deployment's rollout history: its ReplicaSets by revision, with their readiness.
+  if (/\/apis\/apps\/v1\/namespaces\/[^/]+\/deployments$/.test(coll)) {
+    const rs = informer(coll.replace(/deployments$/, 'replicasets'));
+    const revision = (r) => Number(((r.metadata.annotations || {})['deployment.kubernetes.io/revision']) || 0);
+    const t = new VTable({
+      name: 'rollout',
+      title: 'Rollout history (ReplicaSets)',
+      match: (r) => !!current && (r.metadata.ownerReferences || []).some((o) => o.uid === current.metadata.uid),
+      columns: [
+        { title: 'Revision', width: '70px', get: (r) => String(revision(r)) },
+        nameCol,
+        { title: 'Ready', width: 'minmax(120px, 1.5fr)', get: (r) => progress((r.status && r.status.readyReplicas) || 0, (r.spec && r.spec.replicas) ?? 0) },
+        ageCol,
+      ],
+    });
+    track(t.bind(rs));
+    // The owner is known only once the Deployment is read.
+    track(w.subscribe(() => t.reset(rs.items)));
+    right.append(t.el);
+  }
   // The object's events (when they may be read).
   if (/\/namespaces\//.test(coll)) {
     const ns = /\/namespaces\/([^/]+)\//.exec(coll)[1];
