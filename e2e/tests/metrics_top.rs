@@ -229,3 +229,119 @@ fn kubectl_top_reads_the_metrics_api_through_the_aggregator() {
     let pods = ok(&s, &["top", "pod", "hot"]);
     assert!(rows(&pods)[1].contains(&"1500m".to_owned()), "{pods}");
 }
+
+/// GET `path` on the metrics server itself (its address from the EndpointSlice), as the
+/// aggregator does: the front-proxy client certificate and `X-Remote-User: user` (group
+/// `system:authenticated`); status code and body.
+fn direct(s: &e2e::ServerProcess, user: &str, path: &str) -> (String, String) {
+    let slices = json(
+        s,
+        &[
+            "get",
+            "endpointslices",
+            "-n",
+            "kube-system",
+            "-l",
+            "kubernetes.io/service-name=metrics-server",
+            "-o",
+            "json",
+        ],
+    );
+    let slice = &slices["items"][0];
+    let addr = slice["endpoints"][0]["addresses"][0]
+        .as_str()
+        .expect("address");
+    let port = slice["ports"][0]["port"].as_u64().expect("port");
+    let pki = s.data_dir.join("pki");
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-k", "-w", "\n%{http_code}", "--cert"])
+        .arg(pki.join("front-proxy-client.crt"))
+        .arg("--key")
+        .arg(pki.join("front-proxy-client.key"))
+        .args([
+            "-H",
+            &format!("X-Remote-User: {user}"),
+            "-H",
+            "X-Remote-Group: system:authenticated",
+        ])
+        .arg(format!("https://{addr}:{port}{path}"))
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or((&text, ""));
+    (code.to_owned(), body.to_owned())
+}
+
+#[test]
+fn the_metrics_server_asks_the_api_server_who_may_read_metrics() {
+    let (_dir, s) = cluster();
+    wait_for(&s, 60, "v1beta1.metrics.k8s.io available", || {
+        let (found, out, _) = s
+            .kubectl(&["get", "apiservice", "v1beta1.metrics.k8s.io"])
+            .expect("kubectl");
+        (found && out.contains("True")).then_some(out)
+    });
+    let nodes = "/apis/metrics.k8s.io/v1beta1/nodes";
+    // A user without RBAC for nodes.metrics.k8s.io: 403 through kubectl …
+    let (listed, _, err) = s
+        .kubectl(&["top", "nodes", "--as", "carol"])
+        .expect("kubectl");
+    assert!(
+        !listed
+            && err.contains(
+                "nodes.metrics.k8s.io is forbidden: User \"carol\" cannot list resource \"nodes\" in API group \"metrics.k8s.io\" at the cluster scope"
+            ),
+        "{err}"
+    );
+    // … and from the metrics server itself, whatever the proxy lets through: it asked the
+    // API server (SubjectAccessReview) rather than trusting the front proxy.
+    let (code, body) = direct(&s, "carol", nodes);
+    assert_eq!(code, "403", "{body}");
+    let status: Value = serde_json::from_str(&body).expect("Status");
+    assert_eq!(status["reason"], "Forbidden");
+    assert_eq!(
+        status["message"],
+        "nodes.metrics.k8s.io is forbidden: User \"carol\" cannot list resource \"nodes\" in API group \"metrics.k8s.io\" at the cluster scope"
+    );
+    // Discovery is a non-resource request every authenticated user may make.
+    let (code, body) = direct(&s, "carol", "/apis/metrics.k8s.io/v1beta1");
+    assert_eq!(code, "200", "{body}");
+
+    // Granted by RBAC (node metrics, and the nodes `kubectl top` lists too): both answer (the
+    // denial is cached at most 10 s, as upstream).
+    ok(
+        &s,
+        &[
+            "create",
+            "clusterrole",
+            "node-metrics-reader",
+            "--verb=get,list",
+            "--resource=nodes.metrics.k8s.io,nodes",
+        ],
+    );
+    ok(
+        &s,
+        &[
+            "create",
+            "clusterrolebinding",
+            "carol-node-metrics",
+            "--clusterrole=node-metrics-reader",
+            "--user=carol",
+        ],
+    );
+    let (_, body) = wait_for(&s, 30, "the metrics server allows carol", || {
+        let (code, body) = direct(&s, "carol", nodes);
+        (code == "200").then_some((code, body))
+    });
+    assert!(body.contains("NodeMetricsList"), "{body}");
+    let top = wait_for(&s, 30, "kubectl top nodes as carol", || {
+        let (listed, out, _) = s
+            .kubectl(&["top", "nodes", "--as", "carol"])
+            .expect("kubectl");
+        listed.then_some(out)
+    });
+    assert!(top.starts_with("NAME"), "{top}");
+    // Pods are still not carol's to read.
+    let (code, _) = direct(&s, "carol", "/apis/metrics.k8s.io/v1beta1/pods");
+    assert_eq!(code, "403");
+}

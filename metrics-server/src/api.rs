@@ -25,6 +25,8 @@ pub(crate) struct State {
     pub(crate) window_seconds: u64,
     /// The request-header trust.
     pub(crate) trust: RequestHeaderTrust,
+    /// The delegated authorizer.
+    pub(crate) authz: crate::authz::Authorizer,
 }
 
 type Reply = hyper::Response<Full<Bytes>>;
@@ -260,6 +262,50 @@ fn group() -> Value {
     json!({ "kind": "APIGroup", "apiVersion": "v1", "name": GROUP, "versions": [gv], "preferredVersion": gv })
 }
 
+/// What a request asks, for the delegated authorizer: `metrics.k8s.io` resources under the
+/// group version, the path otherwise.
+fn attributes(
+    base: &str,
+    path: &str,
+    query: &str,
+    method: &http::Method,
+) -> crate::authz::Attributes {
+    use crate::authz::Attributes;
+    let parts: Vec<&str> = path
+        .strip_prefix(&format!("{base}/"))
+        .map(|r| r.split('/').collect())
+        .unwrap_or_default();
+    let watch = query
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1");
+    let collection_verb = if watch { "watch" } else { "list" };
+    let verb = |collection: bool| {
+        if method != http::Method::GET {
+            method.as_str().to_ascii_lowercase()
+        } else if collection {
+            collection_verb.to_owned()
+        } else {
+            "get".to_owned()
+        }
+    };
+    let resource =
+        |verb: String, resource: &str, namespace: &str, name: &str| Attributes::Resource {
+            verb,
+            resource: resource.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
+    match parts.as_slice() {
+        [r] => resource(verb(true), r, "", ""),
+        [r, name] if *r != "namespaces" => resource(verb(false), r, "", name),
+        ["namespaces", ns, r] => resource(verb(true), r, ns, ""),
+        ["namespaces", ns, r, name] => resource(verb(false), r, ns, name),
+        _ => Attributes::Path {
+            path: path.to_owned(),
+        },
+    }
+}
+
 /// Answers one request; `proxy` says whether the connection's client certificate may send
 /// request headers.
 pub(crate) async fn serve(
@@ -282,10 +328,20 @@ pub(crate) async fn serve(
     } else {
         None
     };
-    let Some((user, _groups)) = user else {
+    let Some(user) = user else {
         return status(401, "Unauthorized", "Unauthorized");
     };
-    tracing::debug!(%user, %path, "metrics request");
+    tracing::debug!(user = %user.name, %path, "metrics request");
+    let base = format!("/apis/{GROUP}/{VERSION}");
+    let attrs = attributes(&base, &path, &query, req.method());
+    let (allowed, reason) = state.authz.authorize(&user, &attrs).await;
+    if !allowed {
+        return status(
+            403,
+            "Forbidden",
+            &attrs.forbidden_message(&user.name, &reason),
+        );
+    }
     if req.method() != http::Method::GET {
         return status(
             405,
@@ -293,7 +349,6 @@ pub(crate) async fn serve(
             "the server does not allow this method on the requested resource",
         );
     }
-    let base = format!("/apis/{GROUP}/{VERSION}");
     if path == "/apis" {
         let mut g = group();
         g.as_object_mut().map(|o| o.remove("kind"));

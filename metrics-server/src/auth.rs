@@ -19,6 +19,8 @@ pub(crate) struct RequestHeaderTrust {
     pub(crate) username_headers: Vec<String>,
     /// `requestheader-group-headers`.
     pub(crate) group_headers: Vec<String>,
+    /// `requestheader-extra-headers-prefix`.
+    pub(crate) extra_prefixes: Vec<String>,
 }
 
 impl RequestHeaderTrust {
@@ -57,6 +59,10 @@ impl RequestHeaderTrust {
             allowed_names: list("requestheader-allowed-names"),
             username_headers: list("requestheader-username-headers"),
             group_headers: list("requestheader-group-headers"),
+            extra_prefixes: list("requestheader-extra-headers-prefix")
+                .into_iter()
+                .map(|p| p.to_ascii_lowercase())
+                .collect(),
         })
     }
 
@@ -78,8 +84,8 @@ impl RequestHeaderTrust {
             .any(|cn| self.allowed_names.iter().any(|n| n == cn))
     }
 
-    /// The user named by the request headers.
-    pub(crate) fn user(&self, headers: &http::HeaderMap) -> Option<(String, Vec<String>)> {
+    /// The user named by the request headers (groups and extras too).
+    pub(crate) fn user(&self, headers: &http::HeaderMap) -> Option<crate::authz::User> {
         let name = self
             .username_headers
             .iter()
@@ -93,6 +99,48 @@ impl RequestHeaderTrust {
             .flat_map(|h| headers.get_all(h.as_str()).iter())
             .filter_map(|v| v.to_str().ok().map(str::to_owned))
             .collect();
-        Some((name, groups))
+        let mut extra: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for (h, v) in headers {
+            let Some(key) = self
+                .extra_prefixes
+                .iter()
+                .find_map(|p| h.as_str().strip_prefix(p.as_str()))
+                .filter(|k| !k.is_empty())
+            else {
+                continue;
+            };
+            if let Ok(v) = v.to_str() {
+                extra
+                    .entry(unescape(key).to_ascii_lowercase())
+                    .or_default()
+                    .push(v.to_owned());
+            }
+        }
+        Some(crate::authz::User {
+            name,
+            groups,
+            extra,
+        })
     }
+}
+
+/// Percent-decoding of an extra key (the proxy escapes it); invalid escapes stay.
+fn unescape(key: &str) -> String {
+    let bytes = key.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(b) = key
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

@@ -10,12 +10,15 @@
 //! - `auth.rs`: delegated authentication as an extension server does it: the request-header
 //!   CA and allowed names read from `kube-system/extension-apiserver-authentication`; a
 //!   request is served only with a client certificate from that CA and `X-Remote-User`;
+//! - `authz.rs`: delegated authorization: each request's user is put to the API server as a
+//!   SubjectAccessReview (cached 10 s; `system:masters` and health paths always allowed);
 //! - `api.rs`: the endpoints (get and list, label and field selectors), reading nodes and
 //!   pods through the API on each request;
 //! - `usage.rs`: the simulated usage model and its per-pod annotations.
 
 mod api;
 mod auth;
+mod authz;
 mod register;
 pub mod usage;
 
@@ -133,6 +136,7 @@ pub async fn run(
         }
     }
     let state = Arc::new(api::State {
+        authz: authz::Authorizer::new(client.clone()),
         client,
         window_seconds: options.metric_resolution_seconds,
         trust,
