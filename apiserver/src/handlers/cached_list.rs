@@ -210,5 +210,26 @@ mod tests {
             .flatten()
             .collect();
         assert_eq!(empty, b"{\"items\":[]}\n");
+
+        // 200 objects of ~1 KiB: several chunks, each about CHUNK bytes, one document.
+        let objects: Vec<Arc<CachedObject>> = (0..200)
+            .map(|i| {
+                let raw = format!(
+                    r#"{{"metadata":{{"name":"cm-{i}"}},"data":{{"v":"{}"}}}}"#,
+                    "x".repeat(1000)
+                );
+                Arc::new(CachedObject::decode(Bytes::from(raw), 7 + i, &[]).unwrap())
+            })
+            .collect();
+        let chunks: Vec<Bytes> = ListChunks::new(head, objects).collect();
+        assert!(chunks.len() >= 3, "{} chunks", chunks.len());
+        assert!(chunks[..chunks.len() - 1].iter().all(|c| c.len() >= CHUNK));
+        let body: Vec<u8> = chunks.concat();
+        assert!(body.ends_with(b"]}\n"));
+        let list: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let items = list["items"].as_array().unwrap();
+        assert_eq!(items.len(), 200);
+        assert_eq!(items[199]["metadata"]["name"], "cm-199");
+        assert_eq!(items[199]["metadata"]["resourceVersion"], "206");
     }
 }
