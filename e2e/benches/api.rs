@@ -54,7 +54,10 @@
 //!    has seen a create, the same run again; then both are deleted and, once a create no
 //!    longer reaches the webhook, the plain run once more. "Without" is the mean of the two
 //!    plain runs (the first on a store with fewer pods, the last on one with more), printed
-//!    beside the hooked throughput and their ratio.
+//!    beside the hooked throughput and their ratio. Each run also reads the CPU time (user +
+//!    system, `/proc/<pid>/stat`) the server and the bench process (client and webhook)
+//!    spent per create: "by CPU per create" is the ratio the throughputs would have if these
+//!    saturated the two cores alone, a figure other load on the machine does not move.
 //!
 //! 9. **aggregation**: on a fresh bare server, an extension API server (served by the bench
 //!    process like the webhook of step 8, answering every GET with one small object) is
@@ -509,9 +512,11 @@ fn step_admission(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
     rt.block_on(api.create_namespace(ns))?;
     let pods = format!("/api/v1/namespaces/{ns}/pods");
 
+    let server_pid = server.pid();
     let run = |prefix: &'static str| {
         let path = pods.clone();
-        rt.block_on(drive(
+        let cpu = CpuMeter::start(server_pid);
+        let stats = rt.block_on(drive(
             &api,
             CONNS,
             CREATE_MAX_OPS,
@@ -526,9 +531,12 @@ fn step_admission(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
                         .map(drop)
                 }
             },
-        ))
+        ))?;
+        let used = cpu.per_op(stats.count());
+        eprintln!("[{prefix}] CPU per create: {used}");
+        Ok::<_, anyhow::Error>((stats, used))
     };
-    let plain = run("plain")?;
+    let (plain, plain_cpu) = run("plain")?;
     eprintln!("[create pods @{CONNS}, no webhooks/policies] {plain}");
 
     // The webhook server lives until the end of this function (dropping it stops it).
@@ -589,7 +597,7 @@ fn step_admission(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
     eprintln!("[admission] webhook called {took:?} after its configuration was created");
 
     let seen_before = hook.reviews();
-    let hooked = run("hooked")?;
+    let (hooked, hooked_cpu) = run("hooked")?;
     let seen = hook.reviews() - seen_before;
     eprintln!(
         "[create pods @{CONNS}, 1 no-op webhook + 1 no-op policy] {hooked}; webhook saw {seen} \
@@ -633,8 +641,21 @@ fn step_admission(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
         }
         bail!("pod names exhausted")
     })?;
-    let again = run("again")?;
+    let (again, again_cpu) = run("again")?;
     eprintln!("[create pods @{CONNS}, webhook and policy removed] {again}");
+    // What the throughput ratio would be on an otherwise idle machine where server, client
+    // and webhook saturate the cores: CPU time per create without over with.
+    let plain_total = (plain_cpu.total() + again_cpu.total()) / 2.0;
+    eprintln!(
+        "[admission] CPU per create: server {:.0} µs without (mean), {:.0} µs with; server + \
+         bench process (client and webhook) {:.0} µs without, {:.0} µs with: CPU-bound ratio \
+         {:.0} %",
+        (plain_cpu.server + again_cpu.server) / 2.0 * 1e6,
+        hooked_cpu.server * 1e6,
+        plain_total * 1e6,
+        hooked_cpu.total() * 1e6,
+        plain_total / hooked_cpu.total().max(1e-9) * 100.0
+    );
     let without = (plain.ops_per_sec() + again.ops_per_sec()) / 2.0;
     figs.set_run(ROW_POD_CREATE_PLAIN, &again, String::new());
     figs.set_run(
@@ -652,14 +673,87 @@ fn step_admission(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
         ROW_POD_CREATE_ADMISSION,
         &hooked,
         format!(
-            "{}/s ({:.0} % of without)",
+            "{}/s ({:.0} % of without; by CPU per create {:.0} %)",
             thousands(hooked.ops_per_sec()),
-            ratio * 100.0
+            ratio * 100.0,
+            plain_total / hooked_cpu.total().max(1e-9) * 100.0
         ),
     );
     drop(hook);
     Ok(())
 }
+
+/// CPU time (user + system) of the server process and of this bench process (client and
+/// in-process webhook) over one run of step 8, from `/proc/<pid>/stat`: a figure other
+/// processes on a loaded machine do not change, unlike throughput.
+struct CpuMeter {
+    pid: u32,
+    server: f64,
+    bench: f64,
+}
+
+/// CPU seconds per operation of one run.
+#[derive(Clone, Copy)]
+struct CpuPerOp {
+    server: f64,
+    bench: f64,
+}
+
+impl CpuPerOp {
+    fn total(&self) -> f64 {
+        self.server + self.bench
+    }
+}
+
+impl std::fmt::Display for CpuPerOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "server {:.0} µs, bench process {:.0} µs",
+            self.server * 1e6,
+            self.bench * 1e6
+        )
+    }
+}
+
+impl CpuMeter {
+    fn start(pid: u32) -> CpuMeter {
+        CpuMeter {
+            pid,
+            server: cpu_seconds(&format!("/proc/{pid}/stat")),
+            bench: cpu_seconds("/proc/self/stat"),
+        }
+    }
+
+    fn per_op(&self, ops: u64) -> CpuPerOp {
+        let n = ops.max(1) as f64;
+        CpuPerOp {
+            server: (cpu_seconds(&format!("/proc/{}/stat", self.pid)) - self.server) / n,
+            bench: (cpu_seconds("/proc/self/stat") - self.bench) / n,
+        }
+    }
+}
+
+/// utime + stime of the process whose `stat` file is `path`, in seconds (0 when unreadable).
+fn cpu_seconds(path: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(path) else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) closed by ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat(5): indexes 11 and 12 after ')'.
+    (ticks(11) + ticks(12)) / CLOCK_TICKS
+}
+
+/// `sysconf(_SC_CLK_TCK)`: `USER_HZ`, 100 on Linux.
+const CLOCK_TICKS: f64 = 100.0;
 
 /// How long each GET series of step 9 runs (one connection).
 const AGG_TIME: Duration = Duration::from_secs(3);

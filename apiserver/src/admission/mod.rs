@@ -13,6 +13,7 @@
 //! [`scope`] around each resource request.
 
 pub mod cel_authz;
+pub mod cel_cost;
 pub mod cel_env;
 pub mod default_toleration_seconds;
 pub mod delete;
@@ -20,6 +21,7 @@ pub mod limit_ranger;
 pub mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod pod_security;
+pub mod policy_status;
 pub mod priority;
 pub mod resource_quota;
 pub mod service_account;
@@ -48,15 +50,19 @@ pub enum Operation {
     Update,
     /// A delete.
     Delete,
+    /// A CONNECT (`pods/exec`, `pods/attach`, `pods/portforward`, `pods/proxy`,
+    /// `nodes/proxy`, …): no object, the options in `request.options`.
+    Connect,
 }
 
 impl Operation {
-    /// Upstream's name (`CREATE`, `UPDATE`, `DELETE`).
+    /// Upstream's name (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::Create => "CREATE",
             Operation::Update => "UPDATE",
             Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
         }
     }
 }
@@ -196,6 +202,17 @@ pub trait MutatingAdmission: Send + Sync {
 pub trait ValidatingAdmission: Send + Sync {
     /// Upstream's plugin name.
     fn name(&self) -> &'static str;
+    /// Accepts or refuses a CONNECT (`attrs.operation` is [`Operation::Connect`]) whose
+    /// options object (`PodExecOptions`, …, with `kind` and `apiVersion`) is `options`.
+    /// Only the plugins upstream runs on CONNECT look at it.
+    fn connect(
+        &self,
+        _lookup: &Lookup<'_>,
+        _attrs: &Attributes<'_>,
+        _options: &Map<String, Value>,
+    ) -> Result<()> {
+        Ok(())
+    }
     /// Accepts or refuses `obj`; `old` is the stored object on update and delete.
     fn validate(
         &self,
@@ -370,9 +387,12 @@ impl Chain {
                     mutating.push(Box::new(priority::Priority));
                     validating.push(Box::new(priority::Priority));
                 }
-                "ValidatingAdmissionPolicy" => validating.push(Box::new(
-                    validating_policy::ValidatingAdmissionPolicy::default(),
-                )),
+                "ValidatingAdmissionPolicy" => {
+                    validating.push(Box::new(
+                        validating_policy::ValidatingAdmissionPolicy::default(),
+                    ));
+                    policy_status::spawn(storage.clone());
+                }
                 "DefaultTolerationSeconds" => mutating.push(Box::new(
                     default_toleration_seconds::DefaultTolerationSeconds,
                 )),
@@ -420,7 +440,7 @@ impl Chain {
         {
             return;
         }
-        if current().is_none_or(|r| !r.info.subresource.is_empty()) {
+        if shared().is_none_or(|r| !r.info.subresource.is_empty()) {
             return;
         }
         service_account::wait_for_default(&self.storage, namespace, obj).await;
@@ -440,7 +460,7 @@ impl Chain {
         if !self.quota || operation != Operation::Create {
             return Ok(());
         }
-        let Some(req) = current() else {
+        let Some(req) = shared() else {
             return Ok(());
         };
         let attrs = Attributes {
@@ -470,7 +490,7 @@ impl Chain {
         mut obj: Option<&mut Map<String, Value>>,
         old: Option<&Map<String, Value>>,
     ) -> Result<()> {
-        let Some(req) = current() else {
+        let Some(req) = shared() else {
             return Ok(());
         };
         let attrs = Attributes {
@@ -506,7 +526,7 @@ impl Chain {
         obj: Option<&Map<String, Value>>,
         old: Option<&Map<String, Value>>,
     ) -> Result<()> {
-        let Some(req) = current() else {
+        let Some(req) = shared() else {
             return Ok(());
         };
         let attrs = Attributes {
@@ -549,7 +569,7 @@ impl Chain {
         if hooks.is_empty() {
             return Ok(());
         }
-        let Some(req) = current() else {
+        let Some(req) = shared() else {
             return Ok(());
         };
         let stored = self.stored_if_delete(operation, r, namespace, name, old);
@@ -583,7 +603,7 @@ impl Chain {
         if hooks.is_empty() {
             return Ok(());
         }
-        let Some(req) = current() else {
+        let Some(req) = shared() else {
             return Ok(());
         };
         let stored = self.stored_if_delete(operation, r, namespace, name, old);
@@ -601,9 +621,11 @@ impl Chain {
         webhook::validate(&self.storage, &hooks, &call, obj, old.or(stored.as_ref())).await
     }
 
-    /// Both webhook plugins for a CONNECT of the current request (`pods/exec`,
-    /// `pods/attach`, `pods/portforward`, `pods/proxy`, `nodes/proxy`): the object is the
-    /// options built from the query, of kind `options_kind` (`PodExecOptions`, …).
+    /// The admission of a CONNECT of the current request (`pods/exec`, `pods/attach`,
+    /// `pods/portforward`, `pods/proxy`, `nodes/proxy`): both webhook plugins, whose object
+    /// is the options built from the query, of kind `options_kind` (`PodExecOptions`, …),
+    /// and between them the validating plugins' [`ValidatingAdmission::connect`]
+    /// (ValidatingAdmissionPolicy, which sees the options as `request.options`).
     pub async fn connect_webhooks(
         &self,
         r: &crate::registry::catalog::ResourceInfo,
@@ -612,14 +634,11 @@ impl Chain {
         options_kind: &str,
         mut options: Map<String, Value>,
     ) -> Result<()> {
-        let mutating = self.webhooks.mutating(&self.storage);
-        let validating = self.webhooks.validating(&self.storage);
-        if mutating.is_empty() && validating.is_empty() {
-            return Ok(());
-        }
-        let Some(req) = current() else {
+        let Some(req) = shared() else {
             return Ok(());
         };
+        let mutating = self.webhooks.mutating(&self.storage);
+        let validating = self.webhooks.validating(&self.storage);
         let call = webhook::Call {
             operation: "CONNECT",
             resource: r,
@@ -632,7 +651,30 @@ impl Chain {
         };
         options.insert("kind".into(), Value::from(options_kind));
         options.insert("apiVersion".into(), Value::from("v1"));
-        webhook::mutate(&self.storage, &mutating, &call, Some(&mut options), None).await?;
+        if !mutating.is_empty() {
+            webhook::mutate(&self.storage, &mutating, &call, Some(&mut options), None).await?;
+        }
+        // ValidatingAdmissionPolicy, between the two webhook plugins as upstream orders them.
+        let attrs = Attributes {
+            operation: Operation::Connect,
+            group: r.group,
+            resource: r.plural,
+            subresource: &req.info.subresource,
+            namespace,
+            name,
+            user: &req.user,
+            dry_run: false,
+        };
+        let lookup = Lookup {
+            storage: &self.storage,
+            decoded: &self.decoded,
+        };
+        for plugin in &self.validating {
+            plugin.connect(&lookup, &attrs, &options)?;
+        }
+        if validating.is_empty() {
+            return Ok(());
+        }
         webhook::validate(&self.storage, &validating, &call, Some(&options), None).await
     }
 
@@ -720,17 +762,22 @@ pub fn audit_annotation(key: &str, value: &str) {
 }
 
 tokio::task_local! {
-    static REQUEST: Request;
+    static REQUEST: Arc<Request>;
 }
 
 /// Runs `fut` (a resource request's handler) with `req` as the request admission sees.
 pub async fn scope<F: Future>(req: Request, fut: F) -> F::Output {
-    REQUEST.scope(req, fut).await
+    REQUEST.scope(Arc::new(req), fut).await
 }
 
-/// The request being served, if any.
+/// The request being served, if any (a copy).
 pub fn current() -> Option<Request> {
-    REQUEST.try_with(Clone::clone).ok()
+    REQUEST.try_with(|r| Request::clone(r)).ok()
+}
+
+/// The request being served, if any, shared (no copy of its user and path).
+pub fn shared() -> Option<Arc<Request>> {
+    REQUEST.try_with(Arc::clone).ok()
 }
 
 /// Reads a string at `path` in `v` (`""` when absent).

@@ -132,7 +132,7 @@ impl NodeRestriction {
                 }
                 Ok(())
             }
-            Operation::Update => Err(forbidden(
+            Operation::Update | Operation::Connect => Err(forbidden(
                 a,
                 obj,
                 format!(
@@ -303,7 +303,7 @@ impl NodeRestriction {
                     ));
                 }
             }
-            Operation::Delete => {}
+            Operation::Delete | Operation::Connect => {}
         }
         Ok(())
     }

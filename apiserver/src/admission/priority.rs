@@ -131,7 +131,7 @@ impl MutatingAdmission for Priority {
                 Ok(())
             }
             Operation::Create => admit_create(lookup, a, pod),
-            Operation::Delete => Ok(()),
+            Operation::Delete | Operation::Connect => Ok(()),
         }
     }
 }

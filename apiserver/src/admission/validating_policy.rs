@@ -26,8 +26,11 @@
 //! The `authorizer` variable ([`super::cel_authz`]) asks the authorizer the request was
 //! authorized by, for the request's user.
 //!
-//! Not done (see ARCHITECTURE.md): type checking (`cel` only parses;
-//! `status.typeChecking` is not written), CONNECT requests, the runtime cost budget.
+//! CONNECT requests (`pods/exec`, …) are evaluated for policies whose rules name `CONNECT`:
+//! no `object` or `oldObject`, the options object (`PodExecOptions`, …) as
+//! `request.options` and its kind as `request.kind`. Expressions are held to upstream's
+//! cost limits ([`super::cel_cost`]); `status.typeChecking` is written by
+//! [`super::policy_status`].
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -35,6 +38,7 @@ use std::sync::{Arc, Mutex};
 use kube_cel::cel::{Context, ExecutionError, Program, Value as Cel};
 use serde_json::{Map, Value, json};
 
+use super::cel_cost;
 use super::cel_env::Needs;
 use super::{Attributes, Lookup, ValidatingAdmission, forbidden};
 use crate::crd::cel::{go_error, plain_to_cel};
@@ -69,19 +73,30 @@ struct Cache {
 struct Pair {
     policy: Arc<Policy>,
     binding: Binding,
+    /// `apiserver_validating_admission_policy_check_total` of an admitted request (the
+    /// common case), looked up once.
+    admitted: std::sync::OnceLock<prometheus_client::metrics::counter::Counter>,
 }
 
 /// A CEL expression compiled once (or why it does not compile).
 struct Expr {
     source: String,
     program: std::result::Result<Program, String>,
+    /// Its cost as far as known without running it ([`super::cel_cost`]).
+    cost: super::cel_cost::Static,
 }
 
 impl Expr {
     fn new(source: &str) -> Expr {
+        let program = Program::compile(source).map_err(|e| e.to_string());
+        let cost = match &program {
+            Ok(p) => super::cel_cost::Static::of(p.expression()),
+            Err(_) => super::cel_cost::Static::default(),
+        };
         Expr {
             source: source.to_owned(),
-            program: Program::compile(source).map_err(|e| e.to_string()),
+            program,
+            cost,
         }
     }
 }
@@ -223,13 +238,14 @@ impl Rule {
         let op_ok = any(&self.operations, req.attrs.operation.as_str());
         let group_ok = any(&self.groups, req.attrs.group);
         let version_ok = any_version || any(&self.versions, req.version);
-        let full = if req.attrs.subresource.is_empty() {
-            req.attrs.resource.to_owned()
-        } else {
-            format!("{}/{}", req.attrs.resource, req.attrs.subresource)
+        let (resource, sub) = (req.attrs.resource, req.attrs.subresource);
+        // `resource` or `resource/subresource`, compared without building it.
+        let is_full = |r: &str| match r.split_once('/') {
+            None => sub.is_empty() && r == resource,
+            Some((res, s)) => !sub.is_empty() && res == resource && s == sub,
         };
         let resource_ok = self.resources.iter().any(|r| {
-            if r == "*/*" || *r == full {
+            if r == "*/*" || is_full(r) {
                 return true;
             }
             match r.split_once('/') {
@@ -453,6 +469,8 @@ struct Req<'a> {
     namespace: std::sync::OnceLock<Option<Map<String, Value>>>,
     /// The request's parsed path (for `authorizer.requestResource`).
     info: Option<&'a crate::request_info::RequestInfo>,
+    /// A CONNECT's options object (`PodExecOptions`, …, with `kind` and `apiVersion`).
+    options: Option<&'a Map<String, Value>>,
 }
 
 impl Req<'_> {
@@ -476,7 +494,7 @@ impl Req<'_> {
 
     /// The `request` variable (upstream's `admissionv1.AdmissionRequest`).
     fn request_value(&self) -> Value {
-        let o = self.obj.or(self.old);
+        let o = self.obj.or(self.old).or(self.options);
         let (api_version, kind) = o
             .map(|o| {
                 (
@@ -486,14 +504,37 @@ impl Req<'_> {
             })
             .unwrap_or(("", ""));
         let version = api_version.rsplit('/').next().unwrap_or(self.version);
-        let kind = json!({ "group": self.attrs.group, "version": version, "kind": kind });
+        // A CONNECT's kind is its options' (core v1), whatever the resource's group.
+        let group = match self.options {
+            Some(_) => "",
+            None => self.attrs.group,
+        };
+        let kind = json!({ "group": group, "version": version, "kind": kind });
         let resource = json!({
             "group": self.attrs.group,
             "version": self.version,
             "resource": self.attrs.resource,
         });
         let user = self.attrs.user;
+        // `request.options`: the CONNECT's options, else the write's options object.
+        let options = match (self.options, self.attrs.operation) {
+            (Some(o), _) => Value::Object(o.clone()),
+            (None, op) => {
+                let kind = match op {
+                    super::Operation::Create => "CreateOptions",
+                    super::Operation::Update => "UpdateOptions",
+                    super::Operation::Delete => "DeleteOptions",
+                    super::Operation::Connect => "",
+                };
+                let mut o = json!({ "kind": kind, "apiVersion": "meta.k8s.io/v1" });
+                if self.attrs.dry_run {
+                    o["dryRun"] = json!(["All"]);
+                }
+                o
+            }
+        };
         json!({
+            "options": options,
             "kind": kind,
             "resource": resource,
             "subResource": self.attrs.subresource,
@@ -564,6 +605,7 @@ impl ValidatingAdmissionPolicy {
                 Some(Pair {
                     policy: compiled.get(&policy_name)?.clone(),
                     binding,
+                    admitted: std::sync::OnceLock::new(),
                 })
             })
             .collect();
@@ -590,11 +632,34 @@ impl ValidatingAdmission for ValidatingAdmissionPolicy {
         obj: Option<&Map<String, Value>>,
         old: Option<&Map<String, Value>>,
     ) -> Result<()> {
+        self.check(lookup, attrs, obj, old, None)
+    }
+
+    fn connect(
+        &self,
+        lookup: &Lookup<'_>,
+        attrs: &Attributes<'_>,
+        options: &Map<String, Value>,
+    ) -> Result<()> {
+        self.check(lookup, attrs, None, None, Some(options))
+    }
+}
+
+impl ValidatingAdmissionPolicy {
+    /// Every binding matching the request, evaluated; `options` for a CONNECT.
+    fn check(
+        &self,
+        lookup: &Lookup<'_>,
+        attrs: &Attributes<'_>,
+        obj: Option<&Map<String, Value>>,
+        old: Option<&Map<String, Value>>,
+        options: Option<&Map<String, Value>>,
+    ) -> Result<()> {
         let set = self.current(lookup);
         if set.is_empty() {
             return Ok(());
         }
-        let current = super::current();
+        let current = super::shared();
         let info = current.as_ref().map(|r| &r.info);
         let version = info.map(|i| i.version.as_str()).unwrap_or("");
         let meta_name = obj
@@ -610,6 +675,7 @@ impl ValidatingAdmission for ValidatingAdmissionPolicy {
             old,
             namespace: std::sync::OnceLock::new(),
             info,
+            options,
         };
         let mut denied: Option<ApiError> = None;
         let mut audit_failures: Vec<Value> = Vec::new();
@@ -635,8 +701,19 @@ impl ValidatingAdmission for ValidatingAdmissionPolicy {
                 let error_type;
                 match outcome {
                     Outcome::Admit => {
-                        error_type = "no_error";
-                        actions.push("allow");
+                        pair.admitted
+                            .get_or_init(|| {
+                                POLICY_CHECKS
+                                    .get_or_create(&PolicyCheckLabels {
+                                        policy: policy.name.clone(),
+                                        policy_binding: binding.name.clone(),
+                                        error_type: "no_error".to_owned(),
+                                        enforcement_action: "allow".to_owned(),
+                                    })
+                                    .clone()
+                            })
+                            .inc();
+                        continue;
                     }
                     Outcome::Fail {
                         message,
@@ -648,9 +725,14 @@ impl ValidatingAdmission for ValidatingAdmissionPolicy {
                         if binding.deny {
                             actions.push("deny");
                             if denied.is_none() {
+                                // Upstream names the object of the URL first (a
+                                // CONNECT has no object of its own).
+                                let named = (!attrs.name.is_empty())
+                                    .then(|| json!({"metadata": {"name": attrs.name}}));
+                                let target = named.as_ref().and_then(Value::as_object);
                                 denied = Some(deny_error(
                                     attrs,
-                                    obj.or(old),
+                                    target.or(obj).or(old),
                                     &policy.name,
                                     &binding.name,
                                     &message,
@@ -819,12 +901,32 @@ fn expression_error(expr: &Expr, e: &ExecutionError) -> String {
     )
 }
 
-/// Runs `expr` in `scope`, or says why it could not.
-fn run(scope: &Context<'_>, expr: &Expr) -> std::result::Result<Cel, String> {
-    match &expr.program {
-        Err(e) => Err(format!("compilation failed: {}", e.trim())),
-        Ok(p) => p.execute(scope).map_err(|e| expression_error(expr, &e)),
+/// Runs `expr` in `scope` within upstream's cost limits, its cost taken from `budget`, or
+/// says why it could not ([`cel_cost::BUDGET_ERROR`] once the budget is spent).
+fn run(
+    scope: &Context<'_>,
+    expr: &Expr,
+    budget: &cel_cost::Budget,
+) -> std::result::Result<Cel, String> {
+    let p = match &expr.program {
+        Err(e) => return Err(format!("compilation failed: {}", e.trim())),
+        Ok(p) => p,
+    };
+    let cost = match expr.cost.loops {
+        true => cel_cost::runtime(p.expression(), scope, cel_cost::PER_CALL_LIMIT),
+        false => expr.cost.nodes,
+    };
+    if cost > cel_cost::PER_CALL_LIMIT {
+        return Err(format!(
+            "expression '{}' resulted in error: {}",
+            expr.source,
+            cel_cost::CALL_LIMIT_ERROR
+        ));
     }
+    if !budget.spend(cost) {
+        return Err(cel_cost::BUDGET_ERROR.to_owned());
+    }
+    p.execute(scope).map_err(|e| expression_error(expr, &e))
 }
 
 /// Match conditions, variables, validations and audit annotations of one policy with its
@@ -844,20 +946,25 @@ fn evaluate_with(scope: &mut Context<'_>, policy: &Policy) -> Outcome {
     };
     // Variables are visible to match conditions, so they are bound first; one that fails is
     // left out (an expression using it then fails with "no such key").
+    let budget = cel_cost::Budget::default();
     let mut variables: std::collections::HashMap<kube_cel::cel::objects::Key, Cel> =
         std::collections::HashMap::new();
     for (name, expr) in &policy.variables {
         scope.add_variable_from_value("variables", Cel::Map(variables.clone().into()));
-        if let Ok(v) = run(scope, expr) {
-            variables.insert(
-                kube_cel::cel::objects::Key::String(Arc::new(name.clone())),
-                v,
-            );
+        match run(scope, expr, &budget) {
+            Ok(v) => {
+                variables.insert(
+                    kube_cel::cel::objects::Key::String(Arc::new(name.clone())),
+                    v,
+                );
+            }
+            Err(e) if e == cel_cost::BUDGET_ERROR => return error(e),
+            Err(_) => {}
         }
     }
     scope.add_variable_from_value("variables", Cel::Map(variables.into()));
     for (name, expr) in &policy.conditions {
-        match run(scope, expr) {
+        match run(scope, expr, &budget) {
             Ok(Cel::Bool(true)) => {}
             Ok(Cel::Bool(false)) => return Outcome::Admit,
             Ok(_) => {
@@ -869,12 +976,12 @@ fn evaluate_with(scope: &mut Context<'_>, policy: &Policy) -> Outcome {
         }
     }
     for (key, expr) in &policy.audit_annotations {
-        if let Ok(Cel::String(v)) = run(scope, expr) {
+        if let Ok(Cel::String(v)) = run(scope, expr, &budget) {
             super::audit_annotation(&format!("{}/{key}", policy.name), &v);
         }
     }
     for (index, v) in policy.validations.iter().enumerate() {
-        match run(scope, &v.expr) {
+        match run(scope, &v.expr, &budget) {
             Ok(Cel::Bool(true)) => {}
             Ok(Cel::Bool(false)) => {
                 let fallback = if v.message.is_empty() {
@@ -882,7 +989,11 @@ fn evaluate_with(scope: &mut Context<'_>, policy: &Policy) -> Outcome {
                 } else {
                     v.message.clone()
                 };
-                let message = match v.message_expression.as_ref().map(|m| run(scope, m)) {
+                let message = match v
+                    .message_expression
+                    .as_ref()
+                    .map(|m| run(scope, m, &budget))
+                {
                     Some(Ok(Cel::String(s))) if !s.trim().is_empty() && !s.contains('\n') => {
                         s.trim().to_owned()
                     }
@@ -1056,6 +1167,7 @@ mod tests {
             old: None,
             namespace: std::sync::OnceLock::new(),
             info: None,
+            options: None,
         };
         let rule = |v: Value| Rule::new(&v);
         let all = json!({"operations": ["CREATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]});
@@ -1160,6 +1272,32 @@ mod tests {
         let broken = policy(json!({"validations": [{"expression": "object.spec.("}]}));
         let o = message(outcome(&broken, json!({"spec": {}}), Value::Null));
         assert!(o.is_some_and(|(m, _)| m.starts_with("compilation failed: ")));
+    }
+
+    #[test]
+    fn expressions_over_the_cost_limit_fail_by_the_failure_policy() {
+        let xs: Vec<i64> = (0..120).collect();
+        let object = json!({"spec": {"xs": xs}});
+        let costly =
+            "object.spec.xs.all(a, object.spec.xs.all(b, object.spec.xs.all(c, a + b + c >= 0)))";
+        let p = |fp: &str| {
+            policy(json!({"failurePolicy": fp, "validations": [{"expression": costly}]}))
+        };
+        assert_eq!(
+            message(outcome(&p("Fail"), object.clone(), Value::Null)).map(|(m, _)| m),
+            Some(format!(
+                "expression '{costly}' resulted in error: operation cancelled: actual cost limit exceeded"
+            ))
+        );
+        assert!(message(outcome(&p("Ignore"), object.clone(), Value::Null)).is_none());
+        // One level less is well within the limit, and runs.
+        let cheap = policy(
+            json!({"validations": [{"expression": "object.spec.xs.all(a, object.spec.xs.all(b, a + b < 0))"}]}),
+        );
+        assert!(
+            message(outcome(&cheap, object, Value::Null))
+                .is_some_and(|(m, _)| m.starts_with("failed expression"))
+        );
     }
 
     #[test]

@@ -281,9 +281,16 @@ impl Configurations {
             }
             return Arc::clone(&memo.1);
         }
-        let seen: Vec<(Vec<u8>, i64)> =
-            items.iter().map(|i| (i.key.to_vec(), i.revision)).collect();
-        if seen != memo.0 {
+        // Unchanged (the common case): compared in place, nothing allocated.
+        let unchanged = memo.0.len() == items.len()
+            && memo
+                .0
+                .iter()
+                .zip(&items)
+                .all(|((key, rev), i)| *rev == i.revision && key[..] == i.key[..]);
+        if !unchanged {
+            let seen: Vec<(Vec<u8>, i64)> =
+                items.iter().map(|i| (i.key.to_vec(), i.revision)).collect();
             let hooks = items
                 .iter()
                 .filter_map(|i| serde_json::from_slice::<Value>(&i.value).ok())

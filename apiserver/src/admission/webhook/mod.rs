@@ -361,7 +361,7 @@ fn conditions_match(
         kube_cel::cel::to_value(request).unwrap_or(Cel::Null),
     );
     // `authorizer` (upstream's authorizer library) asks the request's authorizer.
-    let current = crate::admission::current();
+    let current = crate::admission::shared();
     if let Some(r) = &current {
         ctx.add_variable_from_value("authorizer", crate::admission::cel_authz::variable(&r.info));
     }
@@ -542,7 +542,7 @@ async fn call_hook(
         .review_versions
         .iter()
         .find(|v| *v == "v1" || *v == "v1beta1");
-    let uid = uuid::Uuid::new_v4().to_string();
+    let uid = request_uid();
     let review = review_out(version.map_or("v1", |v| v.as_str()), &uid, call, obj, old);
     if !hook.match_conditions.is_empty() {
         // `request` without the objects (they are variables of their own).
@@ -576,6 +576,33 @@ async fn call_hook(
     verdict(version, &uid, mutating, &answer)
         .map(Some)
         .map_err(failed)
+}
+
+/// A fresh `request.uid` (a random v4 UUID): one seed from the OS per thread, then a
+/// SplitMix64 stream, so a call costs no `getrandom` system call.
+fn request_uid() -> String {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let seed = uuid::Uuid::new_v4().as_u64_pair();
+            seed.0 ^ seed.1
+        });
+    }
+    let next = || {
+        STATE.with(|s| {
+            let x = s.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
+            s.set(x);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        })
+    };
+    let bytes = (u128::from(next()) << 64 | u128::from(next())).to_le_bytes();
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .hyphenated()
+        .to_string()
 }
 
 /// `apiserver_admission_webhook_*` for one call.
