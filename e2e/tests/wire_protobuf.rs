@@ -296,6 +296,47 @@ fn objects_lists_and_errors_in_protobuf() {
     assert_eq!(wire::string(wire::get(&raw, 1).unwrap(), 1), "cm");
     assert_eq!(wire::fields(&raw).len(), 1, "metadata only");
 
+    // kube-aggregator's APIService (its own proto package), built-in ones included.
+    let a = curl(
+        &s,
+        "GET",
+        "/apis/apiregistration.k8s.io/v1/apiservices",
+        PROTOBUF,
+        None,
+    );
+    assert_eq!(a.code, 200, "{}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.content_type, PROTOBUF);
+    let (av, kind, raw) = envelope(&a.body);
+    assert_eq!(
+        (av.as_str(), kind.as_str()),
+        ("apiregistration.k8s.io/v1", "APIServiceList")
+    );
+    let j = json_get(&s, "/apis/apiregistration.k8s.io/v1/apiservices");
+    let items = wire::all(&raw, 2);
+    assert!(!items.is_empty(), "no built-in APIService");
+    assert_eq!(items.len(), j["items"].as_array().unwrap().len());
+    for (item, want) in items.iter().zip(j["items"].as_array().unwrap()) {
+        let spec = wire::get(item, 2).expect("spec");
+        assert_eq!(
+            wire::string(wire::get(item, 1).unwrap(), 1),
+            want["metadata"]["name"]
+        );
+        assert_eq!(
+            wire::string(spec, 2),
+            want["spec"]["group"].as_str().unwrap_or("")
+        );
+        assert_eq!(wire::string(spec, 3), want["spec"]["version"]);
+        // `service` is a pointer: absent for local groups.
+        assert_eq!(
+            wire::get(spec, 1).is_some(),
+            want["spec"]["service"].is_object()
+        );
+        assert_eq!(
+            wire::int(spec, 7).map(|v| v as i64),
+            want["spec"]["groupPriorityMinimum"].as_i64()
+        );
+    }
+
     // An error: a protobuf Status.
     let a = curl(&s, "GET", &format!("{CMS}/missing"), PROTOBUF, None);
     assert_eq!(a.code, 404);

@@ -21,8 +21,8 @@
 //! RawExtension{raw}}` (no envelope: the stream serializer is upstream's raw one), `raw` being
 //! the event's object in the enveloped encoding above.
 //!
-//! Kinds without a message (custom resources, `Table`, groups whose protos are not compiled
-//! in) are reported as [`EncodeError::NoMessage`] so the caller can fall back to JSON as
+//! Kinds without a message (custom resources, `Table`, CustomResourceDefinitions, whose
+//! apiextensions protos are not compiled in) are reported as [`EncodeError::NoMessage`] so the caller can fall back to JSON as
 //! upstream does.
 
 use std::collections::HashMap;
@@ -239,7 +239,18 @@ fn build_plans(schema: &Schema) -> Plans {
 
 /// Whether `apiVersion`/`kind` has a protobuf message (so it can be served as protobuf).
 pub fn has_message(api_version: &str, kind: &str) -> bool {
-    schema().is_ok_and(|s| s.message_for(api_version, kind).is_some())
+    schema().is_ok_and(|s| message(s, api_version, kind).is_some())
+}
+
+/// The message of `apiVersion`/`kind`: k8s.io/api's and meta's ([`Schema::message_for`]),
+/// plus kube-aggregator's `apiregistration.k8s.io` (whose package is named after its repo).
+fn message(schema: &Schema, api_version: &str, kind: &str) -> Option<MessageDescriptor> {
+    schema.message_for(api_version, kind).or_else(|| {
+        let version = api_version.strip_prefix("apiregistration.k8s.io/")?;
+        schema.pool.get_message_by_name(&format!(
+            "k8s.io.kube_aggregator.pkg.apis.apiregistration.{version}.{kind}"
+        ))
+    })
 }
 
 /// Encodes an object (its JSON form, `apiVersion` and `kind` included) as Go's protobuf
@@ -253,9 +264,7 @@ pub fn encode_object(obj: &Map<String, Value>) -> Result<Vec<u8>, EncodeError> {
     };
     let schema = schema().map_err(EncodeError::Invalid)?;
     let plans = plans().map_err(EncodeError::Invalid)?;
-    let desc = schema
-        .message_for(api_version, kind)
-        .ok_or_else(no_message)?;
+    let desc = message(schema, api_version, kind).ok_or_else(no_message)?;
     let idx = *plans.by_name.get(desc.full_name()).ok_or_else(no_message)?;
     let mut raw = Vec::with_capacity(512);
     encode_fields(plans, idx, obj, &mut raw, 0).map_err(EncodeError::Invalid)?;
@@ -860,8 +869,8 @@ mod tests {
         assert!(has_message("apps/v1", "Deployment"));
     }
 
-    /// Every built-in resource has a protobuf message, but for the two groups whose
-    /// upstream protos live outside k8s.io/api (answered in JSON, which the protobuf clients
+    /// Every built-in resource has a protobuf message but CustomResourceDefinitions (whose
+    /// schema types have JSON forms of their own; answered in JSON, which protobuf clients
     /// also accept).
     #[test]
     fn built_in_kinds_have_messages() {
@@ -874,11 +883,9 @@ mod tests {
         }
         assert_eq!(
             missing,
-            [
-                "apiregistration.k8s.io/v1 APIService",
-                "apiextensions.k8s.io/v1 CustomResourceDefinition"
-            ]
+            ["apiextensions.k8s.io/v1 CustomResourceDefinition"]
         );
+        assert!(has_message("apiregistration.k8s.io/v1", "APIServiceList"));
     }
 
     #[test]
