@@ -13,7 +13,8 @@
 //!
 //! Responses: [`negotiate`] reads the Accept header (and `?pretty`, the user agent) as
 //! upstream's content negotiation does; [`respond::finish`] applies the result to what a
-//! handler wrote — metadata-only forms ([`partial`]), YAML ([`yaml`]), indented JSON.
+//! handler wrote — metadata-only forms ([`partial`]), YAML ([`yaml`]), indented JSON, and
+//! Kubernetes protobuf ([`protobuf_encode`], byte for byte as Go writes it, watches included).
 
 pub mod go_json;
 pub mod negotiate;
