@@ -743,6 +743,18 @@ fn custom_resources_fall_back_to_json() {
     assert_eq!(obj["size"], 3);
     let a = curl(&s, "GET", &format!("{path}/g1"), PROTOBUF, None);
     assert_eq!(a.code, 406, "{}", String::from_utf8_lossy(&a.body));
+    // Its errors too are in the custom resource's media types (upstream negotiates them with
+    // the CR's serializers): JSON.
+    assert_eq!(a.content_type, "application/json");
+    let a = curl(
+        &s,
+        "GET",
+        &format!("{path}/missing"),
+        &format!("{PROTOBUF}, application/json"),
+        None,
+    );
+    assert_eq!(a.code, 404);
+    assert_eq!(a.content_type, "application/json");
     // A watch too: the JSON stream.
     let a = curl(
         &s,

@@ -163,6 +163,9 @@ pub enum Restrictions {
     /// Errors and discovery (upstream's `DefaultEndpointRestrictions`): no conversion, no
     /// server version.
     Default,
+    /// Errors of a custom resource: as [`Restrictions::Default`], in the custom resource's
+    /// media types (no protobuf), as upstream negotiates them with the CR's serializers.
+    CustomDefault,
 }
 
 /// The options of one clause matched to one of the server's media types, or `None` when the
@@ -191,7 +194,9 @@ fn accept_options(
     let wants_convert = kind.is_some() || group.is_some() || version.is_some();
     if !wants_convert {
         let allowed = match restrictions {
-            Restrictions::Resource { custom: true } => media.1 != "vnd.kubernetes.protobuf",
+            Restrictions::Resource { custom: true } | Restrictions::CustomDefault => {
+                media.1 != "vnd.kubernetes.protobuf"
+            }
             _ => true,
         };
         return allowed.then_some((pretty, None));
@@ -464,6 +469,23 @@ mod tests {
         }
         let err = negotiate_resource("application/yaml", false, false, true).unwrap_err();
         assert!(err.to_string().contains("stream=watch"), "{err}");
+        // A custom resource's errors are never protobuf.
+        assert_eq!(
+            negotiate(
+                "application/vnd.kubernetes.protobuf,application/json",
+                false,
+                Restrictions::CustomDefault
+            ),
+            out(Media::Json, false, None)
+        );
+        assert_eq!(
+            negotiate(
+                "application/vnd.kubernetes.protobuf",
+                false,
+                Restrictions::CustomDefault
+            ),
+            None
+        );
         // Errors: no conversion allowed.
         assert_eq!(
             negotiate(

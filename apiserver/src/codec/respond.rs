@@ -43,7 +43,12 @@ impl Negotiated {
         watch: bool,
     ) -> Result<Negotiated, Negotiated> {
         let pretty = negotiate::pretty_by_request(query, user_agent);
-        let error = negotiate::negotiate(accept, pretty, Restrictions::Default);
+        let restrictions = if custom {
+            Restrictions::CustomDefault
+        } else {
+            Restrictions::Default
+        };
+        let error = negotiate::negotiate(accept, pretty, restrictions);
         match negotiate::negotiate_resource(accept, pretty, custom, watch) {
             Ok(output) => Ok(Negotiated { output, error }),
             Err(_) => Err(Negotiated {
