@@ -13,6 +13,8 @@
 //!   downscale-stabilization` (5 min; shortened for tests) and the scale-up limit
 //!   max(2 × current, 4); with `behavior`: up and down stabilization windows, Pods/Percent
 //!   policies over their periods against the scale events recorded, `selectPolicy`;
+//! - `Pods`, `Object` and `External` metrics from the custom and external metrics APIs
+//!   (`hpa_custom.rs`);
 //! - min/max replicas; conditions `AbleToScale`, `ScalingActive`, `ScalingLimited` and
 //!   events (`SuccessfulRescale`, `FailedGetScale`, `FailedGetResourceMetric`,
 //!   `FailedComputeMetricsReplicas`, `FailedRescale`) with upstream's reasons and messages.
@@ -30,6 +32,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{ReconcileError, reference};
+
+#[path = "hpa_custom.rs"]
+mod custom;
 use crate::queue::{Queue, SyncResult, run_workers};
 use crate::{Context, LoopFuture, informer};
 
@@ -655,7 +660,43 @@ async fn sync(
     let mut best: Option<Proposal> = None;
     let mut statuses = Vec::new();
     let mut failure: Option<(String, String)> = None;
+    let ready_pods = i32::try_from(
+        pods.iter()
+            .filter(|p| {
+                p.status.as_ref().is_some_and(|s| {
+                    s.phase.as_deref() == Some("Running")
+                        && s.conditions
+                            .iter()
+                            .flatten()
+                            .any(|c| c.type_ == "Ready" && c.status == "True")
+                })
+            })
+            .count(),
+    )
+    .unwrap_or(i32::MAX);
     for m in &metrics {
+        if let Some(outcome) =
+            custom::proposal(&ctx.client, &ns, &selector, current, ready_pods, m).await
+        {
+            match outcome {
+                Ok(p) => {
+                    statuses.push(p.status.clone());
+                    if best.as_ref().is_none_or(|b| p.replicas > b.replicas) {
+                        best = Some(p);
+                    }
+                }
+                Err((reason, msg)) => {
+                    let action = reason.trim_start_matches("Failed");
+                    ctx.event(&reference, true, reason, action, msg.clone())
+                        .await;
+                    failure.get_or_insert((
+                        reason.into(),
+                        format!("the HPA was unable to compute the replica count: {msg}"),
+                    ));
+                }
+            }
+            continue;
+        }
         let Some(res) = m.resource.as_ref().filter(|_| m.type_ == "Resource") else {
             failure.get_or_insert((
                 "InvalidMetricSourceType".into(),

@@ -257,3 +257,147 @@ fn an_hpa_without_metrics_or_target_reports_why() {
         "{able:?}"
     );
 }
+
+const DB: &str = r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+  namespace: default
+spec:
+  serviceName: db
+  replicas: 1
+  selector:
+    matchLabels: { app: db }
+  template:
+    metadata:
+      labels: { app: db }
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        resources:
+          requests: { cpu: 100m, memory: 32Mi }
+"#;
+
+#[test]
+fn a_statefulset_scales_and_custom_metrics_without_an_api_report_upstreams_reasons() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_cluster(
+        &dir.path().join("data"),
+        &["--horizontal-pod-autoscaler-sync-period=2s"],
+    )
+    .expect("server starts");
+    apply(&s, DB);
+    wait_for(&s, 60, "metrics for db", || {
+        let (done, out, _) = s
+            .kubectl(&["top", "pods", "-l", "app=db"])
+            .expect("kubectl");
+        (done && out.lines().count() == 2).then_some(())
+    });
+    let out = ok(
+        &s,
+        &[
+            "autoscale",
+            "statefulset",
+            "db",
+            "--cpu-percent=50",
+            "--max=4",
+        ],
+    );
+    assert!(out.contains("autoscaled"), "{out}");
+    // 150m of a 100m request = 150 % against 50 %: three replicas (the scale subresource of
+    // the StatefulSet), its pods created in order.
+    ok(
+        &s,
+        &[
+            "annotate",
+            "pods",
+            "-l",
+            "app=db",
+            "--overwrite",
+            "metrics.capstan.io/cpu=150m",
+        ],
+    );
+    let sts = wait_for(&s, 60, "the StatefulSet scaled to 3", || {
+        let sts = json(&s, &["get", "statefulset", "db", "-o", "json"]);
+        (sts["spec"]["replicas"] == 3).then_some(sts)
+    });
+    assert_eq!(sts["metadata"]["name"], "db");
+    let hpa = json(&s, &["get", "hpa", "db", "-o", "json"]);
+    assert_eq!(
+        condition(&hpa, "AbleToScale").map(|c| c.1),
+        Some("SucceededRescale".to_owned())
+    );
+    wait_for(&s, 60, "pod db-2", || {
+        let (found, _, _) = s.kubectl(&["get", "pod", "db-2"]).expect("kubectl");
+        found.then_some(())
+    });
+
+    // Pods, Object and External metrics with no custom or external metrics API registered:
+    // ScalingActive False with upstream's reasons and messages.
+    let hpa = |name: &str, metric: &str| {
+        format!(
+            "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  scaleTargetRef: {{ apiVersion: apps/v1, kind: StatefulSet, name: db }}\n  maxReplicas: 4\n  metrics:\n{metric}"
+        )
+    };
+    apply(
+        &s,
+        &hpa(
+            "by-pods",
+            "  - type: Pods\n    pods:\n      metric: { name: http_requests }\n      target: { type: AverageValue, averageValue: \"10\" }\n",
+        ),
+    );
+    apply(
+        &s,
+        &hpa(
+            "by-object",
+            "  - type: Object\n    object:\n      describedObject: { apiVersion: v1, kind: Service, name: db }\n      metric: { name: requests-per-second }\n      target: { type: Value, value: \"100\" }\n",
+        ),
+    );
+    apply(
+        &s,
+        &hpa(
+            "by-external",
+            "  - type: External\n    external:\n      metric: { name: queue_messages }\n      target: { type: AverageValue, averageValue: \"30\" }\n",
+        ),
+    );
+    let inactive = |name: &str| {
+        wait_for(&s, 30, &format!("{name} ScalingActive False"), || {
+            let hpa = json(&s, &["get", "hpa", name, "-o", "json"]);
+            condition(&hpa, "ScalingActive").filter(|c| c.0 == "False")
+        })
+    };
+    let pods = inactive("by-pods");
+    assert_eq!(
+        (pods.1.as_str(), pods.2.as_str()),
+        (
+            "FailedGetPodsMetric",
+            "the HPA was unable to compute the replica count: unable to get metric http_requests: unable to fetch metrics from custom metrics API: no custom metrics API (custom.metrics.k8s.io) registered"
+        )
+    );
+    let object = inactive("by-object");
+    assert_eq!(
+        (object.1.as_str(), object.2.as_str()),
+        (
+            "FailedGetObjectMetric",
+            "the HPA was unable to compute the replica count: unable to get metric requests-per-second: Service on default db/unable to fetch metrics from custom metrics API: no custom metrics API (custom.metrics.k8s.io) registered"
+        )
+    );
+    let external = inactive("by-external");
+    assert_eq!(external.1, "FailedGetExternalMetric", "{external:?}");
+    assert!(
+        external.2.starts_with(
+            "the HPA was unable to compute the replica count: unable to get external metric default/queue_messages/nil: unable to fetch metrics from external metrics API: "
+        ),
+        "{external:?}"
+    );
+    let events = ok(
+        &s,
+        &[
+            "get",
+            "events",
+            "--field-selector=involvedObject.name=by-pods",
+        ],
+    );
+    assert!(events.contains("FailedGetPodsMetric"), "{events}");
+}
