@@ -180,18 +180,22 @@ fn dashboard_in_headless_chromium() -> Result<()> {
     let server = ServerProcess::start_cluster(&dir.path().join("data"), &[])?;
     let shots = screenshots_dir();
 
-    // Three simulated nodes register.
+    // The three simulated nodes register (the control plane may register its own as well).
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let all_nodes = loop {
         let out = kubectl_ok(&server, &["get", "nodes", "--no-headers"])?;
-        if out.lines().filter(|l| l.contains(" Ready")).count() == 3 {
-            break;
+        let simulated = out
+            .lines()
+            .filter(|l| l.starts_with("capstan-node-") && l.contains(" Ready"))
+            .count();
+        if simulated == 3 {
+            break out.lines().count();
         }
         if Instant::now() > deadline {
             bail!("3 Ready nodes not seen: {out}");
         }
         std::thread::sleep(Duration::from_millis(200));
-    }
+    };
 
     // An administrator's token.
     kubectl_ok(
@@ -233,10 +237,15 @@ fn dashboard_in_headless_chromium() -> Result<()> {
     // The overview: the 3 nodes, each with its fill bars; the logged-in user's name.
     browser.wait_for(
         &page,
-        "document.querySelectorAll('[data-table=nodes] .tr').length === 3 && \
-         document.querySelectorAll('[data-table=nodes] .tr .bar').length === 9",
+        &format!(
+            "document.querySelectorAll('[data-table=nodes] .tr').length === {all_nodes} && \
+             document.querySelectorAll('[data-table=nodes] .tr .bar').length === {bars} && \
+             ['capstan-node-0', 'capstan-node-1', 'capstan-node-2'].every(n => \
+               !!document.querySelector(`[data-table=nodes] .tr[data-name=\"${{n}}\"]`))",
+            bars = 3 * all_nodes
+        ),
         long,
-        "3 node rows",
+        "the 3 simulated nodes' rows",
     )?;
     browser.wait_for(
         &page,
@@ -460,6 +469,16 @@ fn dashboard_in_headless_chromium() -> Result<()> {
         );
     }
     browser.screenshot(&tab, &shots.join("forbidden.png"))?;
+    // A refused token: back at the login form with the API's verdict, nothing stored.
+    let bad = browser.new_page(&format!("{url}#token=not-a-token"))?;
+    browser.wait_for(
+        &bad,
+        "!document.querySelector('#login').hidden && \
+         document.querySelector('#login-error').textContent.includes('401') && \
+         sessionStorage.length === 0",
+        long,
+        "a refused token",
+    )?;
     // And the same identity outside the browser agrees (RBAC decided, not the page).
     let bearer = format!("Authorization: Bearer {alice}");
     let (status, _, _) = curl(
