@@ -22,14 +22,15 @@
 //! the event's object in the enveloped encoding above.
 //!
 //! Kinds without a message (custom resources, `Table`, CustomResourceDefinitions, whose
-//! apiextensions protos are not compiled in) are reported as [`EncodeError::NoMessage`] so the caller can fall back to JSON as
-//! upstream does.
+//! apiextensions protos are not compiled in) are reported as [`EncodeError::NoMessage`] and
+//! answered in JSON (custom resources are caught earlier by negotiation, as upstream does:
+//! JSON when acceptable, else 406).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use axum::body::Body;
-use axum::response::{IntoResponse as _, Response};
+use axum::response::Response;
 use base64::Engine as _;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt as _;
@@ -311,9 +312,11 @@ pub fn watch_line_to_frame(line: &[u8]) -> Result<Vec<u8>, EncodeError> {
 }
 
 /// The body of a (non-streaming) answer the client asked for in protobuf: the status, body
-/// and content type. A kind without a message is answered in JSON when the client accepts
-/// JSON too (`json_fallback`), else with upstream's 406; an object that does not fit its
-/// message (which the server's validation should have prevented) with a 500 Status.
+/// and content type. A kind without a message is answered in JSON (custom resources never
+/// get here: negotiation already chose JSON or answered 406; for the rest, a write that was
+/// done is not turned into an error afterwards); an object that does not fit its message
+/// (which the server's validation should have prevented) in JSON when the client accepts
+/// JSON too (`json_fallback`), else with a 500 Status.
 pub fn answer(
     obj: &Map<String, Value>,
     json_fallback: bool,
@@ -326,13 +329,9 @@ pub fn answer(
     };
     let err = match encode_object(obj) {
         Ok(bytes) => return (status, bytes, super::PROTOBUF),
-        Err(EncodeError::NoMessage { .. }) if json_fallback => return json(),
         Err(e @ EncodeError::NoMessage { .. }) => {
-            tracing::debug!(err = %e, "protobuf asked for a kind without a message");
-            super::negotiate::not_acceptable_message(
-                "only the following media types are accepted: application/json, application/yaml"
-                    .into(),
-            )
+            tracing::debug!(err = %e, json_fallback, "protobuf asked for a kind without a message");
+            return json();
         }
         Err(e) => {
             tracing::warn!(err = %e, "protobuf encoding failed");
@@ -381,20 +380,13 @@ pub async fn streaming(resp: Response, neg: &Negotiated, r: Option<&ResourceInfo
     if let Some(r) = r {
         let api_version = crate::registry::api_version(r);
         if neg.output.convert.is_none() && !has_message(&api_version, r.kind) {
-            if json_fallback {
-                return resp;
-            }
-            return super::respond::finish(
-                super::negotiate::not_acceptable_message(format!(
-                    "only the following media types are accepted: application/json;stream=watch \
-                     (no protobuf form for {api_version} {})",
-                    r.kind
-                ))
-                .into_response(),
-                neg,
-                Some(r),
-            )
-            .await;
+            // As `answer`: the JSON stream (custom resources never get here).
+            tracing::debug!(
+                kind = r.kind,
+                json_fallback,
+                "protobuf watch of a kind without a message"
+            );
+            return resp;
         }
     }
     let (mut parts, body) = resp.into_parts();
