@@ -127,6 +127,34 @@ fn dashboard_assets_are_public_cached_compressed_and_locked_down() -> Result<()>
     Ok(())
 }
 
+#[test]
+fn apiserver_serves_the_dashboard_only_when_asked() -> Result<()> {
+    // `capstan apiserver` (on a capstan store member): off by default, `--dashboard` on.
+    let dir = tempfile::tempdir()?;
+    let store = e2e::StoreProcess::start(&dir.path().join("store"), &[])?;
+    for (name, flags, served) in [
+        ("default", &[][..], false),
+        ("on", &["--dashboard"][..], true),
+    ] {
+        let mut args = vec![
+            "--etcd-servers",
+            store.endpoint.as_str(),
+            "--disable-admission-plugins=ServiceAccount",
+        ];
+        args.extend_from_slice(flags);
+        let mut api = ServerProcess::spawn_command(
+            "apiserver",
+            &dir.path().join(name),
+            e2e::free_port(),
+            &args,
+        )?;
+        api.wait_ready(Duration::from_secs(30))?;
+        let (status, _, _) = curl(&format!("{}/dashboard/", api.url), &[])?;
+        assert_eq!(status == 200, served, "{name}: {status}");
+    }
+    Ok(())
+}
+
 fn screenshots_dir() -> PathBuf {
     // target/debug/capstan → target/dashboard-screenshots
     let bin = e2e::capstan_bin();
