@@ -276,8 +276,8 @@ impl Matcher {
         Matcher {
             rules: rules("resourceRules"),
             excluded: rules("excludeResourceRules"),
-            namespace_selector: v.get("namespaceSelector").cloned(),
-            object_selector: v.get("objectSelector").cloned(),
+            namespace_selector: selector(v.get("namespaceSelector")),
+            object_selector: selector(v.get("objectSelector")),
             equivalent: v.get("matchPolicy").and_then(Value::as_str) != Some("Exact"),
         }
     }
@@ -336,6 +336,20 @@ impl Matcher {
         }
         true
     }
+}
+
+/// A label selector that selects something less than everything (`None` for an absent or
+/// empty one, as the server defaults them to `{}`: nothing to look up per request).
+fn selector(v: Option<&Value>) -> Option<Value> {
+    let v = v?;
+    let non_empty = |k: &str| {
+        v.get(k).is_some_and(|x| match x {
+            Value::Object(m) => !m.is_empty(),
+            Value::Array(a) => !a.is_empty(),
+            _ => false,
+        })
+    };
+    (non_empty("matchLabels") || non_empty("matchExpressions")).then(|| v.clone())
 }
 
 /// Whether a `metav1.LabelSelector` selects `labels` (an empty selector selects all).
@@ -1194,6 +1208,10 @@ mod tests {
     fn selectors_use_match_labels_and_expressions() {
         let labels = json!({"env": "prod", "team": "a"});
         assert!(selects(&json!({}), &labels));
+        // Defaulted empty selectors are not kept (nothing looked up per request).
+        assert_eq!(selector(Some(&json!({}))), None);
+        assert_eq!(selector(Some(&json!({"matchLabels": {}}))), None);
+        assert!(selector(Some(&json!({"matchLabels": {"a": "b"}}))).is_some());
         assert!(selects(&json!({"matchLabels": {"env": "prod"}}), &labels));
         assert!(!selects(&json!({"matchLabels": {"env": "dev"}}), &labels));
         let expr = |op: &str, values: Value| json!({"matchExpressions": [{"key": "env", "operator": op, "values": values}]});
