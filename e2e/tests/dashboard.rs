@@ -197,6 +197,32 @@ spec:
         resources: {requests: {cpu: 500m, memory: 512Mi}}
 ";
 
+/// A CRD with a printer column, and one of its objects.
+const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {color: {type: string}}}
+    additionalPrinterColumns:
+    - {name: Color, type: string, jsonPath: .spec.color}
+";
+const WIDGET: &str = "apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1, namespace: default}
+spec: {color: blue}
+";
+
 /// A JS string literal.
 fn js(s: &str) -> String {
     serde_json::Value::String(s.to_owned()).to_string()
@@ -417,6 +443,34 @@ fn dashboard_in_headless_chromium() -> Result<()> {
         "the pod's YAML",
     )?;
     browser.screenshot(&page, &shots.join("pod-yaml.png"))?;
+
+    // Custom resources of a CRD, in a table of its printer columns.
+    let (ok, _, err) = server.kubectl_as(&server.kubeconfig, &["apply", "-f", "-"], Some(CRD))?;
+    assert!(ok, "{err}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, _, err) =
+            server.kubectl_as(&server.kubeconfig, &["apply", "-f", "-"], Some(WIDGET))?;
+        if ok {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("widget not created: {err}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    browser.eval(
+        &page,
+        "location.hash = '#/custom/widgets.example.com'; true",
+    )?;
+    browser.wait_for(
+        &page,
+        "[...document.querySelectorAll('[data-table=custom] .thead div')].some(d => d.textContent === 'Color') && \
+         [...document.querySelectorAll('[data-table=custom] .tr')].some(r => r.dataset.name === 'w1' && r.innerText.includes('blue'))",
+        long,
+        "the widget with its Color printer column",
+    )?;
+    browser.screenshot(&page, &shots.join("custom.png"))?;
 
     // A token bound to a Role in team-a: sees team-a's pods, not team-b's.
     for ns in ["team-a", "team-b"] {
