@@ -401,3 +401,168 @@ fn a_statefulset_scales_and_custom_metrics_without_an_api_report_upstreams_reaso
     );
     assert!(events.contains("FailedGetPodsMetric"), "{events}");
 }
+
+/// A custom metrics adapter (`custom.metrics.k8s.io/v1beta2`, HTTPS with a self-signed
+/// certificate, registered with `insecureSkipTLSVerify`): every pod of the selector reports
+/// `http_requests` = 30. Returns its port; it serves until the runtime is dropped.
+fn custom_metrics_adapter(rt: &tokio::runtime::Runtime) -> u16 {
+    use std::sync::Arc;
+    let cert = rcgen::generate_simple_self_signed(vec!["adapter.custom-metrics.svc".to_owned()])
+        .expect("cert");
+    let key =
+        rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).expect("key");
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(vec![cert.cert.der().clone()], key)
+    .expect("config");
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0)))
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    rt.spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(|req: hyper::Request<hyper::body::Incoming>| async move {
+                    let path = req.uri().path().to_owned();
+                    let gv = "/apis/custom.metrics.k8s.io/v1beta2";
+                    let body = if path == gv {
+                        serde_json::json!({ "kind": "APIResourceList", "apiVersion": "v1",
+                            "groupVersion": "custom.metrics.k8s.io/v1beta2",
+                            "resources": [{ "name": "pods/http_requests", "singularName": "",
+                                "namespaced": true, "kind": "MetricValueList", "verbs": ["get"] }] })
+                    } else if path.starts_with(&format!("{gv}/namespaces/default/pods/")) && path.ends_with("/http_requests") {
+                        serde_json::json!({ "kind": "MetricValueList",
+                            "apiVersion": "custom.metrics.k8s.io/v1beta2", "metadata": {},
+                            "items": [{ "describedObject": { "kind": "Pod", "namespace": "default", "name": "db-0", "apiVersion": "/v1" },
+                                "metric": { "name": "http_requests", "selector": null },
+                                "timestamp": "2026-01-01T00:00:00Z", "value": "30" }] })
+                    } else {
+                        serde_json::json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "reason": "NotFound", "code": 404, "message": "not found" })
+                    };
+                    let code = if body["kind"] == "Status" { 404 } else { 200 };
+                    Ok::<_, std::convert::Infallible>(
+                        hyper::Response::builder()
+                            .status(code)
+                            .header("content-type", "application/json")
+                            .body(http_body_util::Full::new(hyper::body::Bytes::from(body.to_string())))
+                            .expect("response"),
+                    )
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_pods_metric_from_a_registered_custom_metrics_api_scales_the_target() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_cluster(
+        &dir.path().join("data"),
+        &["--horizontal-pod-autoscaler-sync-period=2s"],
+    )
+    .expect("server starts");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let port = custom_metrics_adapter(&rt);
+    apply(
+        &s,
+        &format!(
+            r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: custom-metrics
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: adapter
+  namespace: custom-metrics
+spec:
+  ports:
+  - name: https
+    port: 443
+    targetPort: {port}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: adapter-1
+  namespace: custom-metrics
+  labels:
+    kubernetes.io/service-name: adapter
+addressType: IPv4
+ports:
+- name: https
+  port: {port}
+  protocol: TCP
+endpoints:
+- addresses: ["127.0.0.1"]
+  conditions:
+    ready: true
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1beta2.custom.metrics.k8s.io
+spec:
+  group: custom.metrics.k8s.io
+  version: v1beta2
+  groupPriorityMinimum: 100
+  versionPriority: 200
+  insecureSkipTLSVerify: true
+  service:
+    name: adapter
+    namespace: custom-metrics
+    port: 443
+"#
+        ),
+    );
+    wait_for(&s, 30, "the custom metrics APIService available", || {
+        let out = ok(&s, &["get", "apiservice", "v1beta2.custom.metrics.k8s.io"]);
+        out.contains("True").then_some(())
+    });
+    apply(&s, DB);
+    apply(
+        &s,
+        "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: db\n  namespace: default\nspec:\n  scaleTargetRef: { apiVersion: apps/v1, kind: StatefulSet, name: db }\n  maxReplicas: 5\n  metrics:\n  - type: Pods\n    pods:\n      metric: { name: http_requests }\n      target: { type: AverageValue, averageValue: \"10\" }\n",
+    );
+    // 30 per pod against 10: three times the pods.
+    let hpa = wait_for(&s, 60, "scaled on the pods metric", || {
+        let hpa = json(&s, &["get", "hpa", "db", "-o", "json"]);
+        (hpa["status"]["desiredReplicas"] == 3).then_some(hpa)
+    });
+    assert_eq!(
+        condition(&hpa, "ScalingActive").map(|c| (c.1, c.2)),
+        Some((
+            "ValidMetricFound".to_owned(),
+            "the HPA was able to successfully calculate a replica count from pods metric http_requests".to_owned()
+        ))
+    );
+    assert_eq!(
+        hpa["status"]["currentMetrics"][0]["pods"]["current"]["averageValue"],
+        "30"
+    );
+    let sts = json(&s, &["get", "statefulset", "db", "-o", "json"]);
+    assert_eq!(sts["spec"]["replicas"], 3);
+}
