@@ -91,7 +91,8 @@ fn yaml_objects_lists_and_errors() {
         a.body
     );
 
-    // A list: items as a block sequence at the key's indentation.
+    // A list: items as a block sequence at the key's indentation; a built-in type's items
+    // carry no apiVersion/kind (the list does), as kube-apiserver writes them.
     let a = curl(
         &s,
         "GET",
@@ -101,8 +102,7 @@ fn yaml_objects_lists_and_errors() {
     );
     assert_eq!(a.code, 200, "{}", a.body);
     assert!(
-        a.body
-            .starts_with("apiVersion: v1\nitems:\n- apiVersion: v1\n  data:\n"),
+        a.body.starts_with("apiVersion: v1\nitems:\n- data:\n"),
         "{}",
         a.body
     );

@@ -136,11 +136,13 @@ pub(super) async fn list(
     head.extend_from_slice(snap.revision.to_string().as_bytes());
     head.extend_from_slice(b"\"},\"items\":[");
     let objects: Vec<Arc<CachedObject>> = items.cloned().collect();
+    // Built-in types' items carry no kind/apiVersion (custom resources' do), as upstream.
+    let typed = !crate::crd::serve::is_custom(r);
     let mut resp = (
         StatusCode::OK,
         [(http::header::CONTENT_TYPE, "application/json")],
         Body::from_stream(futures_util::stream::iter(
-            ListChunks::new(head, objects).map(Ok::<_, std::convert::Infallible>),
+            ListChunks::new(head, objects, typed).map(Ok::<_, std::convert::Infallible>),
         )),
     )
         .into_response();
@@ -158,15 +160,18 @@ struct ListChunks {
     /// The list's opening bytes, until the first chunk takes them.
     head: Option<Vec<u8>>,
     objects: std::vec::IntoIter<Arc<CachedObject>>,
+    /// Items are written without `kind` and `apiVersion` (a built-in type's list).
+    typed: bool,
     first: bool,
     done: bool,
 }
 
 impl ListChunks {
-    fn new(head: Vec<u8>, objects: Vec<Arc<CachedObject>>) -> ListChunks {
+    fn new(head: Vec<u8>, objects: Vec<Arc<CachedObject>>, typed: bool) -> ListChunks {
         ListChunks {
             head: Some(head),
             objects: objects.into_iter(),
+            typed,
             first: true,
             done: false,
         }
@@ -193,7 +198,11 @@ impl Iterator for ListChunks {
                 out.push(b',');
             }
             self.first = false;
-            o.write_json(&mut out);
+            if self.typed {
+                o.write_item_json(&mut out);
+            } else {
+                o.write_json(&mut out);
+            }
         }
         Some(Bytes::from(out))
     }
@@ -206,7 +215,7 @@ mod tests {
     #[test]
     fn chunks_join_into_one_document() {
         let head = b"{\"items\":[".to_vec();
-        let empty: Vec<u8> = ListChunks::new(head.clone(), Vec::new())
+        let empty: Vec<u8> = ListChunks::new(head.clone(), Vec::new(), true)
             .flatten()
             .collect();
         assert_eq!(empty, b"{\"items\":[]}\n");
@@ -221,7 +230,7 @@ mod tests {
                 Arc::new(CachedObject::decode(Bytes::from(raw), 7 + i, &[]).unwrap())
             })
             .collect();
-        let chunks: Vec<Bytes> = ListChunks::new(head, objects).collect();
+        let chunks: Vec<Bytes> = ListChunks::new(head, objects, false).collect();
         assert!(chunks.len() >= 3, "{} chunks", chunks.len());
         assert!(chunks[..chunks.len() - 1].iter().all(|c| c.len() >= CHUNK));
         let body: Vec<u8> = chunks.concat();

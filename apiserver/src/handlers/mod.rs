@@ -961,6 +961,15 @@ async fn list(
             render.include,
         )));
     }
+    if !crate::crd::serve::is_custom(r) {
+        // Built-in types' list items carry no kind/apiVersion (the list does), as upstream.
+        for item in &mut items {
+            if let Value::Object(m) = item {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+        }
+    }
     let list = json!({
         "kind": format!("{}List", r.kind),
         "apiVersion": registry::api_version(r),

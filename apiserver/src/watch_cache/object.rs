@@ -54,6 +54,9 @@ pub struct CachedObject {
     splice: Option<Slot>,
     /// The revision stamped as `metadata.resourceVersion`.
     revision: i64,
+    /// When `raw` opens with `"kind":…,"apiVersion":…,` (Go's order for built-in types):
+    /// the index just after that pair, where a list item's JSON resumes.
+    type_meta_end: Option<u32>,
     meta: Arc<Meta>,
 }
 
@@ -207,6 +210,7 @@ impl CachedObject {
             fields: extra,
         });
         Some(CachedObject {
+            type_meta_end: type_meta_end(&raw),
             raw,
             splice,
             revision,
@@ -262,6 +266,29 @@ impl CachedObject {
             Some(slot) => splice(out, &self.raw, slot, self.revision),
             None => out.extend_from_slice(&self.raw),
         }
+    }
+
+    /// Appends the object's JSON as an item of a built-in type's list: without `kind` and
+    /// `apiVersion`, as kube-apiserver writes typed lists' items (the list carries them).
+    pub fn write_item_json(&self, out: &mut Vec<u8>) {
+        let (Some(end), Some(slot)) = (self.type_meta_end, self.splice) else {
+            return self.write_json(out);
+        };
+        let end = end as usize;
+        if slot.at < end || end > self.raw.len() {
+            return self.write_json(out);
+        }
+        out.push(b'{');
+        let body = &self.raw[end..];
+        splice(
+            out,
+            body,
+            Slot {
+                at: slot.at - end,
+                ..slot
+            },
+            self.revision,
+        );
     }
 
     /// The object's JSON, `metadata.resourceVersion` included.
@@ -363,6 +390,37 @@ fn metadata_slot(json: &[u8]) -> Option<Slot> {
             _ => return None,
         }
     }
+}
+
+/// When `json` opens with `{"kind":…,"apiVersion":…,` followed by more fields, the index
+/// just after that comma.
+fn type_meta_end(json: &[u8]) -> Option<u32> {
+    let mut i = 0;
+    for want in [b"kind".as_slice(), b"apiVersion".as_slice()] {
+        i = skip_ws(json, i);
+        match json.get(i)? {
+            b'{' if want == b"kind" => i = skip_ws(json, i + 1),
+            b',' if want == b"apiVersion" => i = skip_ws(json, i + 1),
+            _ => return None,
+        }
+        if json.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = skip_string(json, i)?;
+        if json.get(i + 1..key_end - 1)? != want {
+            return None;
+        }
+        i = skip_ws(json, key_end);
+        if json.get(i) != Some(&b':') {
+            return None;
+        }
+        i = skip_value(json, skip_ws(json, i + 1))?;
+    }
+    i = skip_ws(json, i);
+    if json.get(i) != Some(&b',') {
+        return None;
+    }
+    u32::try_from(i + 1).ok()
 }
 
 /// Index of the `{` opening the top-level `metadata` object of `json`; `None` when there is
@@ -561,6 +619,35 @@ mod tests {
         );
         assert!(metadata_brace(br#"{"a": 1}"#).is_none());
         assert!(metadata_brace(br#"{"a": "unterminated"#).is_none());
+    }
+
+    /// A built-in type's list item drops the leading `kind` and `apiVersion`.
+    #[test]
+    fn list_items_leave_out_their_type() {
+        let o = CachedObject::decode(
+            Bytes::from_static(
+                br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","uid":"u","labels":{"x":"y"}},"data":{"k":"v"}}"#,
+            ),
+            5,
+            &[],
+        )
+        .unwrap();
+        let mut item = Vec::new();
+        o.write_item_json(&mut item);
+        assert_eq!(
+            String::from_utf8(item).unwrap(),
+            r#"{"metadata":{"name":"a","uid":"u","resourceVersion":"5","labels":{"x":"y"}},"data":{"k":"v"}}"#
+        );
+        // Other shapes are written whole.
+        let other = CachedObject::decode(
+            Bytes::from_static(br#"{"apiVersion":"x/v1","kind":"W","metadata":{}}"#),
+            6,
+            &[],
+        )
+        .unwrap();
+        let mut item = Vec::new();
+        other.write_item_json(&mut item);
+        assert_eq!(item, other.to_json());
     }
 
     /// kube-apiserver writes `ObjectMeta` in Go's field order: `resourceVersion` after
