@@ -81,9 +81,23 @@ fn components(o: &Options) -> Vec<Component> {
     out
 }
 
+/// The machine's memory as the kubelet reports it (`/proc/meminfo`'s `MemTotal`, in `Ki`).
+fn memory() -> String {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines().find_map(|l| {
+                let kb = l.strip_prefix("MemTotal:")?.trim().strip_suffix("kB")?;
+                kb.trim().parse::<u64>().ok()
+            })
+        })
+        .map_or_else(|| "0".to_owned(), |kb| format!("{kb}Ki"))
+}
+
 /// The Node object, as registered.
 fn node(o: &Options) -> Value {
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let memory = memory();
     json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -102,8 +116,8 @@ fn node(o: &Options) -> Value {
             "taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}],
         },
         "status": {
-            "capacity": {"cpu": cpus.to_string(), "pods": "110", "memory": "0"},
-            "allocatable": {"cpu": cpus.to_string(), "pods": "110", "memory": "0"},
+            "capacity": {"cpu": cpus.to_string(), "pods": "110", "memory": memory},
+            "allocatable": {"cpu": cpus.to_string(), "pods": "110", "memory": memory},
         },
     })
 }

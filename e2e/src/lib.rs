@@ -256,10 +256,11 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Flags that make `capstan server` a bare API server (no scheduler, controllers or
-    /// simulated nodes), for tests of the API itself.
+    /// Flags that make `capstan server` a bare API server (no scheduler, controllers,
+    /// simulated nodes or control-plane Node and pods), for tests of the API itself.
     pub const BARE: &'static [&'static str] = &[
         "--nodes=0",
+        "--control-plane-pods=false",
         "--disable-scheduler",
         "--disable-controller-manager",
         // No ServiceAccount controller creates `default` accounts on a bare server.

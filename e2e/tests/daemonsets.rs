@@ -1,7 +1,9 @@
 //! A DaemonSet runs one pod per node, pinned by node affinity on the node's name, follows a
 //! node that joins (a standalone `capstan nodes` process) and rolls a new template out with
 //! RollingUpdate; `kubectl rollout status` reads its status. Its templates are kept as
-//! ControllerRevisions: `kubectl rollout history` and `rollout undo` work.
+//! ControllerRevisions: `kubectl rollout history` and `rollout undo` work. As upstream, no daemon
+//! pod lands on the control-plane Node (its `node-role.kubernetes.io/control-plane:NoSchedule`
+//! taint is not among the tolerations a DaemonSet adds).
 
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
@@ -46,10 +48,18 @@ fn running(s: &ServerProcess) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The worker nodes: every Node but the control-plane ones (`--control-plane-pods`).
 fn nodes(s: &ServerProcess) -> BTreeSet<String> {
     ok(
         s,
-        &["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"],
+        &[
+            "get",
+            "nodes",
+            "-l",
+            "!node-role.kubernetes.io/control-plane",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
     )
     .split_whitespace()
     .map(str::to_owned)
@@ -59,8 +69,16 @@ fn nodes(s: &ServerProcess) -> BTreeSet<String> {
 #[test]
 fn a_daemonset_runs_one_pod_per_node_follows_new_nodes_and_rolls_updates() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let s = ServerProcess::start_cluster(&dir.path().join("data"), &[]).expect("server starts");
-    wait_for(&s, 60, "3 nodes", || (nodes(&s).len() == 3).then_some(()));
+    let args = ["--control-plane-pods", "--name=cp1"];
+    let s = ServerProcess::start_cluster(&dir.path().join("data"), &args).expect("server starts");
+    wait_for(&s, 60, "3 worker nodes", || {
+        (nodes(&s).len() == 3).then_some(())
+    });
+    wait_for(&s, 60, "the control-plane node cp1", || {
+        s.kubectl(&["get", "node", "cp1"])
+            .is_ok_and(|(found, _, _)| found)
+            .then_some(())
+    });
     // A cordoned node still runs daemon pods (they tolerate unschedulable).
     ok(&s, &["cordon", "capstan-node-2"]);
     let manifest = r#"
@@ -136,12 +154,14 @@ spec:
     assert_eq!(ds["status"]["updatedNumberScheduled"], 4, "{ds}");
     let describe = ok(&s, &["describe", "ds", "agent"]);
     assert!(describe.contains("SuccessfulCreate"), "{describe}");
+    // The tainted control-plane node never got one.
+    assert!(running(&s).iter().all(|(n, _)| n != "cp1"), "{describe}");
 }
 
 #[test]
 fn a_daemonset_keeps_controller_revisions_for_rollout_history_and_undo() {
     let (_dir, s) = e2e::cli::cluster();
-    let count = wait_for(&s, 60, "3 nodes", || {
+    let count = wait_for(&s, 60, "3 worker nodes", || {
         let n = nodes(&s).len();
         (n == 3).then_some(n)
     });

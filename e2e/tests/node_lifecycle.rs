@@ -46,6 +46,9 @@ fn a_node_that_stops_heartbeating_is_tainted_and_its_pods_are_evicted_and_replac
             &[
                 "get",
                 "nodes",
+                // The simulated nodes, not the server's control-plane Node.
+                "-l",
+                "!node-role.kubernetes.io/control-plane",
                 "-o",
                 "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status} {end}",
             ],

@@ -1,7 +1,9 @@
 //! Simulated nodes, seen through stock kubectl: `capstan server`'s in-process fleet registers
 //! Ready Nodes with upstream's columns and renews their Leases; pods bound to them run,
 //! complete, fail and are deleted as on a kubelet; a standalone `capstan nodes` process
-//! registers its own node, whose Lease goes stale once the process is killed.
+//! registers its own node, whose Lease goes stale once the process is killed. The simulated
+//! (worker) nodes are the ones without kubeadm's `node-role.kubernetes.io/control-plane` label;
+//! the server's own control-plane Node (`--control-plane-pods`) is left out of the counts.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -9,6 +11,9 @@ use std::time::{Duration, Instant};
 use e2e::cli::{cluster, ok, tail};
 use e2e::{ServerProcess, capstan_bin};
 use serde_json::Value;
+
+/// Selects the simulated (worker) nodes: not the server's control-plane Node.
+const WORKERS: &str = "!node-role.kubernetes.io/control-plane";
 
 fn json(s: &ServerProcess, args: &[&str]) -> Value {
     let mut all = args.to_vec();
@@ -39,7 +44,7 @@ fn eventually<T>(
 
 fn ready_nodes(s: &ServerProcess) -> Vec<String> {
     let (ok, out, _) = s
-        .kubectl(&["get", "nodes", "--no-headers"])
+        .kubectl(&["get", "nodes", "-l", WORKERS, "--no-headers"])
         .expect("kubectl runs");
     if !ok {
         return Vec::new();
@@ -140,7 +145,7 @@ fn the_in_process_fleet_registers_ready_nodes_and_runs_bound_pods() {
     assert!(wide.contains("Capstan simulated node"), "{wide}");
 
     // Labels, capacity, zones round-robin, distinct pod CIDRs, the simulated annotation.
-    let list = json(&s, &["get", "nodes"]);
+    let list = json(&s, &["get", "nodes", "-l", WORKERS]);
     let items = list["items"].as_array().expect("items");
     let zones: Vec<&str> = items
         .iter()
@@ -478,7 +483,7 @@ fn a_standalone_fleet_registers_its_node_and_its_lease_goes_stale_when_killed() 
             .then_some(())
     });
     // Its pod CIDR does not collide with the in-process nodes'.
-    let list = json(&s, &["get", "nodes"]);
+    let list = json(&s, &["get", "nodes", "-l", WORKERS]);
     let mut cidrs: Vec<&str> = list["items"]
         .as_array()
         .map(|i| {

@@ -1,7 +1,9 @@
-//! The scheduler end to end: `capstan server` with its in-process scheduler and no simulated
-//! nodes; Node objects are created with kubectl, pods are placed as kube-scheduler would,
-//! unschedulable pods carry upstream's FailedScheduling text and are retried when a node
-//! appears, and a high-priority pod preempts lower-priority ones.
+//! The scheduler end to end: `capstan server` with its in-process scheduler, no simulated
+//! nodes and its own control-plane Node (`cp1`, tainted NoSchedule as kubeadm's, so it counts
+//! in every "0/N nodes" message as upstream's does); Node objects are created with kubectl,
+//! pods are placed as kube-scheduler would, unschedulable pods carry upstream's
+//! FailedScheduling text and are retried when a node appears, and a high-priority pod
+//! preempts lower-priority ones.
 
 use std::time::{Duration, Instant};
 
@@ -16,9 +18,19 @@ fn server() -> (tempfile::TempDir, ServerProcess) {
             "--disable-controller-manager",
             // No node lifecycle controller lifts TaintNodesByCondition's not-ready taint.
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--control-plane-pods",
+            "--name=cp1",
         ],
     )
     .expect("server");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !s
+        .kubectl(&["get", "node", "cp1"])
+        .is_ok_and(|(found, _, _)| found)
+    {
+        assert!(Instant::now() < deadline, "no control-plane node cp1");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     (dir, s)
 }
 
@@ -190,7 +202,7 @@ fn pods_land_where_kubernetes_would_put_them() {
     let msg = unschedulable(&s, "intolerant");
     assert_eq!(
         msg,
-        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
     );
 
     // Topology spread across the 3 zones: one replica per zone.
@@ -221,7 +233,7 @@ fn pods_land_where_kubernetes_would_put_them() {
     pod(&s, "anti-3", "app: anti", "100m", &anti);
     let msg = unschedulable(&s, "anti-3");
     assert!(
-        msg.starts_with("0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."),
+        msg.starts_with("0/4 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 3 node(s) didn't match pod anti-affinity rules."),
         "{msg}"
     );
 
@@ -253,7 +265,7 @@ fn a_pod_too_big_for_every_node_waits_and_schedules_when_a_big_node_joins() {
         node(&s, n, "4", "zone-a", "", "");
     }
     pod(&s, "huge", "app: huge", "100", "");
-    let expected = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.";
+    let expected = "0/4 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 3 Insufficient cpu. preemption: 0/4 nodes are available: 1 Preemption is not helpful for scheduling, 3 No preemption victims found for incoming pod.";
     assert_eq!(unschedulable(&s, "huge"), expected);
     describe_shows(&s, "huge", "FailedScheduling");
     describe_shows(&s, "huge", expected);
@@ -295,7 +307,7 @@ fn a_high_priority_pod_preempts_lower_priority_pods_on_a_full_node() {
     );
     assert_eq!(
         unschedulable(&s, "polite"),
-        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }. preemption: not eligible due to preemptionPolicy=Never."
     );
     let (ok, _, err) = s
         .kubectl(&["delete", "pod", "polite", "--wait=false"])
