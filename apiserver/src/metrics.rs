@@ -215,8 +215,11 @@ impl Metrics {
     /// scrape ([`MemoryCollector`]).
     pub fn with_memory(ctx: Arc<crate::handlers::Ctx>) -> Self {
         let mut m = Self::new();
+        m.registry.register_collector(Box::new(MemoryCollector {
+            ctx: Arc::clone(&ctx),
+        }));
         m.registry
-            .register_collector(Box::new(MemoryCollector { ctx }));
+            .register_collector(Box::new(StoreRaftCollector { ctx }));
         m
     }
 
@@ -447,6 +450,95 @@ impl prometheus_client::collector::Collector for MemoryCollector {
             g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
         }
         Ok(())
+    }
+}
+
+/// The embedded store member's Raft state, read from its status at each scrape, so the
+/// dashboard (which may only reach the API server) can show it; nothing is written when the
+/// store is remote (`capstan apiserver --etcd-servers`: scrape the store's own metrics):
+///
+/// - `capstan_store_raft_term`, `capstan_store_raft_applied_index`,
+///   `capstan_store_raft_commit_index`: the member's Raft term and indexes;
+/// - `capstan_store_is_leader` (0/1), `capstan_store_has_leader` (0/1),
+///   `capstan_store_members`: leadership and the cluster's size;
+/// - `capstan_store_db_size_bytes`: WAL and snapshots on disk (etcd's
+///   `etcd_mvcc_db_total_size_in_bytes` on the store's own port);
+/// - `capstan_store_wal_fsync_duration_seconds`: the histogram the WAL keeps for etcd's
+///   `etcd_disk_wal_fsync_duration_seconds`, shared.
+struct StoreRaftCollector {
+    ctx: Arc<crate::handlers::Ctx>,
+}
+
+impl std::fmt::Debug for StoreRaftCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoreRaftCollector")
+    }
+}
+
+/// The store gauges of [`StoreRaftCollector`]: name, help and value.
+fn store_raft_gauges(node: &store::node::Node) -> [(&'static str, &'static str, i64); 7] {
+    let st = node.status();
+    let id = node.ids().member_id;
+    let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    [
+        (
+            "capstan_store_raft_term",
+            "Current Raft term of the embedded store member.",
+            to_i64(st.term),
+        ),
+        (
+            "capstan_store_raft_applied_index",
+            "Index of the last Raft entry the embedded store member applied to its state machine.",
+            to_i64(st.applied),
+        ),
+        (
+            "capstan_store_raft_commit_index",
+            "Raft commit index the embedded store member knows of.",
+            to_i64(st.commit),
+        ),
+        (
+            "capstan_store_is_leader",
+            "Whether the embedded store member is the Raft leader: 1 if it is, 0 otherwise.",
+            i64::from(st.leader != 0 && st.leader == id),
+        ),
+        (
+            "capstan_store_has_leader",
+            "Whether the embedded store member knows a Raft leader: 1 if it does, 0 otherwise.",
+            i64::from(st.leader != 0),
+        ),
+        (
+            "capstan_store_members",
+            "Members of the store cluster.",
+            to_i64(node.membership().list().len() as u64),
+        ),
+        (
+            "capstan_store_db_size_bytes",
+            "Bytes of the embedded store member's WAL and snapshots on disk.",
+            to_i64(st.disk_bytes),
+        ),
+    ]
+}
+
+impl prometheus_client::collector::Collector for StoreRaftCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        let Some(node) = self.ctx.storage.local_node() else {
+            return Ok(());
+        };
+        for (name, help, v) in store_raft_gauges(node) {
+            let g = prometheus_client::metrics::gauge::ConstGauge::new(v);
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
+        }
+        let fsync = store::metrics::wal_fsync_histogram();
+        fsync.encode(encoder.encode_descriptor(
+            "capstan_store_wal_fsync_duration_seconds",
+            "Latency of the embedded store member's WAL fsyncs (etcd_disk_wal_fsync_duration_seconds).",
+            None,
+            fsync.metric_type(),
+        )?)
     }
 }
 

@@ -191,6 +191,12 @@ impl Storage {
         self.node.mvcc().usage()
     }
 
+    /// The embedded store member (`capstan server`), for its Raft status on `/metrics`;
+    /// `None` with a remote store.
+    pub fn local_node(&self) -> Option<&store::node::Node> {
+        self.node.local()
+    }
+
     /// The current store revision.
     pub fn current_revision(&self) -> i64 {
         self.node.mvcc().current_revision()

@@ -415,6 +415,18 @@ fn dashboard_in_headless_chromium() -> Result<()> {
         long,
         "3 Running pods and their CPU requests on the overview",
     )?;
+    // The store panel, from the embedded member's gauges on /metrics: this single member
+    // leads, in a term of at least 1, with its indexes, size and fsync latency.
+    browser.wait_for(
+        &page,
+        "(() => { const v = (c) => ((document.querySelector(`[data-card=${c}] .big`) || {}).textContent || ''); \
+           const [applied, commit] = v('store-index').split(' / ').map(Number); \
+           return /leader/i.test((document.querySelector('[data-card=store-leader] .label') || {}).textContent || '') && \
+             v('store-leader') === 'yes' && parseInt(v('store-term')) >= 1 && v('store-members') === '1' && \
+             applied >= 1 && commit >= applied && /[0-9]/.test(v('store-db')) && /ms/.test(v('store-fsync')); })()",
+        long,
+        "the store panel: leader, term >= 1, applied / commit index, members, DB size, fsync latency",
+    )?;
     browser.screenshot(&page, &shots.join("overview.png"))?;
 
     // A pod's YAML.

@@ -239,3 +239,34 @@ fn cached_lists_are_streamed_whole() {
         "one object is written at once, with its length: {err}"
     );
 }
+
+/// The embedded store member's Raft state on the API server's `/metrics` (issue 27: the
+/// dashboard's store panel reads it there, the store's own metrics port being out of reach).
+#[test]
+fn store_raft_gauges_exist_on_the_api_servers_metrics() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start(&dir.path().join("data")).expect("server starts");
+    let (ok, _, err) = s
+        .kubectl(&["create", "namespace", "raft"])
+        .expect("kubectl runs");
+    assert!(ok, "{err}");
+    let m = until(&s, "store Raft gauges present", |m| {
+        gauge(m, "capstan_store_is_leader") == 1.0
+            && gauge(m, "capstan_store_raft_applied_index") >= 1.0
+    });
+    assert!(gauge(&m, "capstan_store_raft_term") >= 1.0);
+    assert_eq!(gauge(&m, "capstan_store_has_leader"), 1.0);
+    assert_eq!(gauge(&m, "capstan_store_members"), 1.0);
+    assert!(
+        gauge(&m, "capstan_store_raft_commit_index")
+            >= gauge(&m, "capstan_store_raft_applied_index")
+    );
+    assert!(gauge(&m, "capstan_store_db_size_bytes") > 0.0);
+    // The namespace's write was fsynced: the WAL's histogram counts it.
+    assert!(gauge(&m, "capstan_store_wal_fsync_duration_seconds_count") >= 1.0);
+    assert!(gauge(&m, "capstan_store_wal_fsync_duration_seconds_sum") > 0.0);
+    assert!(
+        m.contains_key(r#"capstan_store_wal_fsync_duration_seconds_bucket{le="+Inf"}"#),
+        "fsync histogram buckets missing"
+    );
+}

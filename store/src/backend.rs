@@ -60,4 +60,12 @@ impl Backend {
             Backend::Remote(r) => r.subscribe(),
         }
     }
+
+    /// The member running in this process, if the store is embedded (for its Raft status).
+    pub fn local(&self) -> Option<&Node> {
+        match self {
+            Backend::Local(n) => Some(n),
+            Backend::Remote(_) => None,
+        }
+    }
 }

@@ -33,6 +33,12 @@ pub fn observe_wal_fsync(d: Duration) {
     WAL_FSYNC.observe(d.as_secs_f64());
 }
 
+/// The WAL fsync latency histogram (shared, not copied), for the API server's `/metrics`
+/// when the store is embedded.
+pub fn wal_fsync_histogram() -> Histogram {
+    WAL_FSYNC.clone()
+}
+
 /// Records that this member saw a new leader.
 pub fn leader_changed() {
     LEADER_CHANGES.inc();

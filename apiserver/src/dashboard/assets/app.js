@@ -676,8 +676,9 @@ function viewOverview(root) {
 }
 
 // /metrics, when the user may read it (nonResourceURLs get): request rate and latency
-// sparklines and the store's figures. Metrics have no watch; they are scraped every 5 s
-// while the overview is open.
+// sparklines and the store's figures (the embedded member's capstan_store_* gauges: the
+// store's own metrics port is out of the page's reach). Metrics have no watch; they are
+// scraped every 5 s while the overview is open.
 function startMetrics(box) {
   const history = [];
   let stopped = false;
@@ -691,6 +692,7 @@ function startMetrics(box) {
       return false;
     }
     const sums = new Map();
+    const fsync = []; // [le, cumulative count] of the WAL fsync histogram
     for (const line of text.split('\n')) {
       if (!line || line[0] === '#') continue;
       const sp = line.lastIndexOf(' ');
@@ -698,10 +700,15 @@ function startMetrics(box) {
       const name = series.replace(/\{.*$/, '');
       const v = parseFloat(line.slice(sp + 1));
       if (!Number.isFinite(v)) continue;
+      if (name === 'capstan_store_wal_fsync_duration_seconds_bucket') {
+        const le = /le="([^"]*)"/.exec(series);
+        if (le) fsync.push([le[1] === '+Inf' ? Infinity : parseFloat(le[1]), v]);
+        continue;
+      }
       // Watches (and exec-style connections) last as long as they are open: not latency.
       if (name.startsWith('apiserver_request_duration') && /verb="(WATCH|CONNECT)"/.test(series)) continue;
       if (name === 'apiserver_request_duration_seconds_sum' || name === 'apiserver_request_duration_seconds_count' ||
-          name === 'apiserver_request_total' || name.startsWith('etcd_') || name.startsWith('apiserver_storage_') ||
+          name === 'apiserver_request_total' || name.startsWith('capstan_store_') || name.startsWith('apiserver_storage_') ||
           name === 'process_resident_memory_bytes') {
         sums.set(name, (sums.get(name) || 0) + v);
       }
@@ -718,20 +725,24 @@ function startMetrics(box) {
       rates.push(Math.max(0, dn / dt));
       lat.push(dc > 0 ? (ds / dc) * 1000 : 0);
     }
-    const card = (label, value, spark) => h('div', { class: 'card' }, h('div', { class: 'label' }, label), h('div', { class: 'big' }, value), spark || null);
+    const card = (label, value, spark, id) => h('div', { class: 'card', 'data-card': id || null }, h('div', { class: 'label' }, label), h('div', { class: 'big' }, value), spark || null);
     const cards = [
       card('Requests/s', rates.length ? rates[rates.length - 1].toFixed(1) : '…', rates.length > 1 ? sparkline(rates, 160, 30) : null),
       card('Mean latency', lat.length ? lat[lat.length - 1].toFixed(1) + ' ms' : '…', lat.length > 1 ? sparkline(lat, 160, 30) : null),
     ];
+    const last = history[history.length - 1].sums;
     const extra = [
-      ['etcd_server_has_leader', 'Store has leader', (v) => (v ? 'yes' : 'no')],
-      ['etcd_server_is_leader', 'This member leads', (v) => (v ? 'yes' : 'no')],
-      ['etcd_mvcc_db_total_size_in_bytes', 'Store DB size', fmtBytes],
+      ['capstan_store_is_leader', 'Store leader (this member)', (v) => (v ? 'yes' : last.get('capstan_store_has_leader') ? 'no' : 'none'), 'store-leader'],
+      ['capstan_store_raft_term', 'Raft term', (v) => String(v), 'store-term'],
+      ['capstan_store_raft_applied_index', 'Raft applied / commit', (v) => v + ' / ' + (last.get('capstan_store_raft_commit_index') ?? '?'), 'store-index'],
+      ['capstan_store_members', 'Store members', (v) => String(v), 'store-members'],
+      ['capstan_store_db_size_bytes', 'Store DB size', fmtBytes, 'store-db'],
+      ['capstan_store_wal_fsync_duration_seconds_count', 'WAL fsync p99 / mean', () => fsyncLatency(fsync, last), 'store-fsync'],
       ['apiserver_storage_objects', 'Stored objects', (v) => String(v)],
       ['process_resident_memory_bytes', 'Resident memory', fmtBytes],
     ];
-    for (const [name, label, fmt] of extra) {
-      if (history[history.length - 1].sums.has(name)) cards.push(card(label, fmt(history[history.length - 1].sums.get(name))));
+    for (const [name, label, fmt, id] of extra) {
+      if (last.has(name)) cards.push(card(label, fmt(last.get(name)), null, id));
     }
     box.replaceChildren(...cards);
     return true;
@@ -740,6 +751,18 @@ function startMetrics(box) {
     // The first rate after 1 s, then every 5 s.
     while (!stopped && (await scrape())) await sleep(history.length < 2 ? 1000 : 5000);
   })();
+}
+
+// The WAL fsync latency since the server started, from its histogram: the p99 as the upper
+// bound of the bucket holding it, and the mean.
+function fsyncLatency(buckets, sums) {
+  const n = sums.get('capstan_store_wal_fsync_duration_seconds_count') || 0;
+  if (!n) return 'no fsync yet';
+  const ms = (s) => (s * 1000 < 10 ? (s * 1000).toFixed(2) : Math.round(s * 1000)) + ' ms';
+  buckets.sort((a, b) => a[0] - b[0]);
+  const b = buckets.find(([, c]) => c >= 0.99 * n);
+  const p99 = !b ? '?' : b[0] === Infinity ? (buckets.length > 1 ? '> ' + ms(buckets[buckets.length - 2][0]) : '?') : '≤ ' + ms(b[0]);
+  return p99 + ' / ' + ms((sums.get('capstan_store_wal_fsync_duration_seconds_sum') || 0) / n);
 }
 
 function viewNamespaces(root) {
