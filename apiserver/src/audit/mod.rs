@@ -628,7 +628,12 @@ async fn complete(
             bytes::Bytes::new()
         }
     };
-    let value: Option<Value> = serde_json::from_slice(&bytes).ok();
+    // The log holds JSON whatever the client was answered in (a protobuf answer is decoded).
+    let value: Option<Value> = if bytes.starts_with(b"k8s\0") {
+        crate::codec::decode_protobuf(&bytes).ok().map(Value::Object)
+    } else {
+        serde_json::from_slice(&bytes).ok()
+    };
     let status = value
         .as_ref()
         .filter(|v| v.get("kind").and_then(Value::as_str) == Some("Status"));
