@@ -513,8 +513,9 @@ struct ServerArgs {
     /// Register this server as a control-plane Node (tainted NoSchedule, as kubeadm) with
     /// mirror pods in kube-system for its components (`kube-apiserver-<node>`, `etcd-<node>`,
     /// `kube-scheduler-<node>`, `kube-controller-manager-<node>`; kubeadm's labels), their
-    /// readiness following the components' health. `--control-plane-pods=false` turns it off.
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    /// readiness following the components' health. On by default, as on a kubeadm cluster;
+    /// `--control-plane-pods=false` turns it off.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     control_plane_pods: bool,
     /// Addresses the in-process `service-lb` controller gives LoadBalancer Services (IPv4
     /// CIDR; default loopback, never routable).
