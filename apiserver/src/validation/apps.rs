@@ -372,13 +372,12 @@ fn stateful_set(errs: &mut Vec<FieldError>, spec: &Obj, old_spec: Option<&Obj>) 
             "ordinals",
             "persistentVolumeClaimRetentionPolicy",
         ];
-        let strip = |s: &Obj| -> Obj {
+        let strip = |s: &Obj| -> Value {
             let mut s = s.clone();
             for k in MUTABLE {
                 s.remove(k);
             }
-            s.retain(|_, v| !v.is_null());
-            s
+            super::without_nulls(&Value::Object(s))
         };
         if strip(spec) != strip(old_spec) {
             errs.push(forbidden(

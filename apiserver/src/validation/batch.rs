@@ -104,7 +104,7 @@ fn job_update(errs: &mut Vec<FieldError>, spec: &Obj, old_spec: &Obj, old: Optio
             .and_then(|o| get_obj(o, "status"))
             .is_none_or(|s| is_unset(s.get("startTime")));
     let normalize = |t: Option<&Value>| -> Value {
-        let mut t = t.cloned().unwrap_or(Value::Null);
+        let mut t = t.map_or(Value::Null, super::without_nulls);
         if suspended_unstarted && let Some(t) = t.as_object_mut() {
             if let Some(m) = t.get_mut("metadata").and_then(Value::as_object_mut) {
                 m.remove("labels");

@@ -273,6 +273,22 @@ fn go_int_or_string(v: Option<&Value>) -> String {
 
 // ---- JSON access ----
 
+/// `v` without null-valued object fields, at any depth: what a Go struct compares as when
+/// decoded (an absent field and `null` — e.g. a template's `creationTimestamp: null`, which Go
+/// writes — are the same zero value), for update checks that compare old and new subtrees.
+fn without_nulls(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), without_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
+        other => other.clone(),
+    }
+}
+
 fn get_str<'a>(obj: &'a Obj, key: &str) -> &'a str {
     obj.get(key).and_then(Value::as_str).unwrap_or("")
 }
