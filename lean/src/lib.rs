@@ -9,6 +9,7 @@
 //! [`Pod`] for the reader's store.
 
 pub mod caches;
+pub mod header;
 pub mod quantity;
 
 use std::collections::BTreeMap;

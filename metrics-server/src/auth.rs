@@ -111,7 +111,7 @@ impl RequestHeaderTrust {
             };
             if let Ok(v) = v.to_str() {
                 extra
-                    .entry(unescape(key).to_ascii_lowercase())
+                    .entry(lean::header::unescape_extra_key(key).to_ascii_lowercase())
                     .or_default()
                     .push(v.to_owned());
             }
@@ -122,25 +122,4 @@ impl RequestHeaderTrust {
             extra,
         })
     }
-}
-
-/// Percent-decoding of an extra key (the proxy escapes it); invalid escapes stay.
-fn unescape(key: &str) -> String {
-    let bytes = key.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(b) = key
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }

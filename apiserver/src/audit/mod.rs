@@ -630,7 +630,9 @@ async fn complete(
     };
     // The log holds JSON whatever the client was answered in (a protobuf answer is decoded).
     let value: Option<Value> = if bytes.starts_with(b"k8s\0") {
-        crate::codec::decode_protobuf(&bytes).ok().map(Value::Object)
+        crate::codec::decode_protobuf(&bytes)
+            .ok()
+            .map(Value::Object)
     } else {
         serde_json::from_slice(&bytes).ok()
     };

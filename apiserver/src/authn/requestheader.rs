@@ -144,7 +144,7 @@ impl RequestHeader {
                 continue;
             };
             user.extra
-                .entry(unescape(key).to_ascii_lowercase())
+                .entry(lean::header::unescape_extra_key(key).to_ascii_lowercase())
                 .or_default()
                 .push(value.to_owned());
         }
@@ -162,28 +162,6 @@ impl RequestHeader {
             headers.remove(n);
         }
     }
-}
-
-/// Percent-decoding of an extra key (upstream's `headerKeyEscape` reversed); an invalid
-/// escape is kept as written.
-fn unescape(key: &str) -> String {
-    let bytes = key.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(b) = key
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
