@@ -15,13 +15,33 @@ use tokio::sync::{Mutex, broadcast, mpsc, watch};
 /// Longest line written as one entry; longer ones are split into `P` fragments (as
 /// containerd's 16 KiB buffer).
 const MAX_LINE: usize = 16 * 1024;
-/// Largest log file per container instance; output past it is dropped (and said once), as
-/// a stand-in for the kubelet's rotation at `containerLogMaxSize` (10 MiB).
+/// Size at which a container instance's log file is rotated, as the kubelet's
+/// `containerLogMaxSize` (10 MiB).
 pub(crate) const MAX_LOG_BYTES: u64 = 10 * 1024 * 1024;
+/// Log files kept per container instance, the current one included, as the kubelet's
+/// `containerLogMaxFiles` (5); the oldest rotated file is deleted past it.
+pub(crate) const MAX_LOG_FILES: u64 = 5;
 
-/// A container instance's log file, shared by its stdout and stderr pumps.
+/// A container instance's log file, shared by its stdout and stderr pumps. Once it
+/// reaches [`MAX_LOG_BYTES`] it is renamed to `<path>.<n>` (n counting up) and writing
+/// continues in a new file at `path`, so readers of `path` see the latest output.
 pub(crate) struct LogFile {
-    file: Mutex<(tokio::fs::File, u64)>,
+    path: PathBuf,
+    file: Mutex<Current>,
+}
+
+/// The open file, the bytes written to it, and how many rotations happened.
+struct Current {
+    file: tokio::fs::File,
+    written: u64,
+    rotations: u64,
+}
+
+/// The name of the `n`th rotated file of `path`.
+fn rotated(path: &Path, n: u64) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{n:06}"));
+    PathBuf::from(name)
 }
 
 impl LogFile {
@@ -29,7 +49,12 @@ impl LogFile {
     pub(crate) async fn create(path: &Path) -> std::io::Result<Arc<Self>> {
         let file = tokio::fs::File::create(path).await?;
         Ok(Arc::new(LogFile {
-            file: Mutex::new((file, 0)),
+            path: path.to_path_buf(),
+            file: Mutex::new(Current {
+                file,
+                written: 0,
+                rotations: 0,
+            }),
         }))
     }
 
@@ -37,21 +62,37 @@ impl LogFile {
         let mut line = format!("{} {stream} {tag} ", Timestamp::now()).into_bytes();
         line.extend_from_slice(content);
         line.push(b'\n');
-        let mut guard = self.file.lock().await;
-        let (file, written) = &mut *guard;
-        if *written >= MAX_LOG_BYTES {
+        let mut cur = self.file.lock().await;
+        if cur.written > 0 && cur.written + line.len() as u64 > MAX_LOG_BYTES {
+            self.rotate(&mut cur).await;
+        }
+        cur.written += line.len() as u64;
+        if let Err(e) = cur.file.write_all(&line).await {
+            tracing::debug!(error = %e, "container log write failed");
+        }
+    }
+
+    /// Renames the current file aside, deletes the oldest rotated file past
+    /// [`MAX_LOG_FILES`], and opens a fresh file at `path`.
+    async fn rotate(&self, cur: &mut Current) {
+        let _ = cur.file.flush().await;
+        cur.rotations += 1;
+        let n = cur.rotations;
+        if let Err(e) = tokio::fs::rename(&self.path, rotated(&self.path, n)).await {
+            tracing::warn!(error = %e, path = %self.path.display(), "container log rotation failed");
             return;
         }
-        *written += line.len() as u64;
-        if *written >= MAX_LOG_BYTES {
-            line = format!(
-                "{} stderr F capstan: log limit of {MAX_LOG_BYTES} bytes reached, further output dropped\n",
-                Timestamp::now()
-            )
-            .into_bytes();
+        if n >= MAX_LOG_FILES {
+            let _ = tokio::fs::remove_file(rotated(&self.path, n + 1 - MAX_LOG_FILES)).await;
         }
-        if let Err(e) = file.write_all(&line).await {
-            tracing::debug!(error = %e, "container log write failed");
+        match tokio::fs::File::create(&self.path).await {
+            Ok(f) => {
+                cur.file = f;
+                cur.written = 0;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, path = %self.path.display(), "container log reopen failed");
+            }
         }
     }
 }
@@ -219,6 +260,9 @@ pub(crate) async fn stream(
         Err(_) => return,
     };
     let mut carry: Vec<u8> = Vec::new();
+    // The file now at `path` once the one being read was rotated away; switched to after
+    // the rotated one is read to its end.
+    let mut next: Option<tokio::fs::File> = None;
     loop {
         let finished = done.as_ref().is_none_or(|d| *d.borrow());
         let mut chunk = Vec::new();
@@ -244,6 +288,15 @@ pub(crate) async fn stream(
         if !chunk.is_empty() {
             continue;
         }
+        if let Some(f) = next.take() {
+            file = f;
+            offset = 0;
+            continue;
+        }
+        if let Some(f) = rotated_away(&path, &file).await {
+            next = Some(f);
+            continue;
+        }
         if finished {
             return;
         }
@@ -261,6 +314,17 @@ pub(crate) async fn stream(
     }
 }
 
+/// The file now at `path` when it is no longer `file` (the log was rotated).
+async fn rotated_away(path: &Path, file: &tokio::fs::File) -> Option<tokio::fs::File> {
+    use std::os::unix::fs::MetadataExt;
+    let now = tokio::fs::metadata(path).await.ok()?;
+    let open = file.metadata().await.ok()?;
+    if now.ino() == open.ino() && now.dev() == open.dev() {
+        return None;
+    }
+    tokio::fs::File::open(path).await.ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +340,58 @@ mod tests {
         let mut out = Vec::new();
         render(&LOG[start..], &opts, &mut budget, &mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_full_log_is_rotated_keeping_five_files_and_follow_crosses_rotations() {
+        let dir = std::env::temp_dir().join(format!("capstan-logs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("0.log");
+        let log = LogFile::create(&path).await.unwrap();
+        let (tx, mut rx) = mpsc::channel(1024);
+        let (done_tx, done_rx) = watch::channel(false);
+        let follow = ReadOptions {
+            follow: true,
+            ..Default::default()
+        };
+        let reader = tokio::spawn(stream(path.clone(), follow, Some(done_rx), tx));
+        let filler = vec![b'x'; 1000];
+        let lines = 60 * 1024;
+        for i in 0..lines {
+            let mut content = format!("{i:08} ").into_bytes();
+            content.extend_from_slice(&filler);
+            log.write_entry("stdout", 'F', &content).await;
+            if i % 64 == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        let files = std::fs::read_dir(&dir).unwrap().count();
+        assert_eq!(files, MAX_LOG_FILES as usize);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            assert!(entry.unwrap().metadata().unwrap().len() <= MAX_LOG_BYTES);
+        }
+        let (tail_tx, mut tail_rx) = mpsc::channel(4);
+        let tail = ReadOptions {
+            tail_lines: Some(1),
+            ..Default::default()
+        };
+        stream(path.clone(), tail, None, tail_tx).await;
+        let last = tail_rx.recv().await.unwrap();
+        assert!(last.starts_with(format!("{:08} ", lines - 1).as_bytes()));
+        done_tx.send(true).unwrap();
+        let mut seen = 0usize;
+        let mut expected = 0usize;
+        while let Some(chunk) = rx.recv().await {
+            for line in chunk.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                assert!(line.starts_with(format!("{expected:08} ").as_bytes()));
+                expected += 1;
+                seen += 1;
+            }
+        }
+        reader.await.unwrap();
+        assert_eq!(seen, lines);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
