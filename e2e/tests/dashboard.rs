@@ -406,6 +406,21 @@ fn dashboard_in_headless_chromium() -> Result<()> {
         Duration::from_secs(90),
         "the ReplicaSet at 4 / 4 after the apply",
     )?;
+    // A rollout: a new image makes a second ReplicaSet (revision 2); the timeline, drawn from
+    // the watch, grows a second lane without a reload.
+    kubectl_ok(
+        &server,
+        &["set", "image", "deployment/web", "nginx=nginx:1.27"],
+    )?;
+    browser.wait_for(
+        &page,
+        "window.__noReload === true && (() => { const lanes = [...document.querySelectorAll('[data-timeline] svg [data-revision]')]; \
+           return lanes.length === 2 && lanes.map(l => l.dataset.revision).join() === '1,2' && \
+             lanes.every(l => l.querySelector('rect.want')); })()",
+        Duration::from_secs(90),
+        "the rollout timeline with revision lanes 1 and 2",
+    )?;
+    browser.screenshot(&page, &shots.join("rollout.png"))?;
     // The overview again: the pods' requests fill their nodes' bars, pods by phase.
     browser.eval(&page, "location.hash = '#/overview'; true")?;
     browser.wait_for(

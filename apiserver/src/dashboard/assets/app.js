@@ -928,6 +928,87 @@ function jsonPath(o, path) {
   return v;
 }
 
+// A Deployment's rollout timeline: an inline SVG with one lane per ReplicaSet revision. Each
+// lane starts at the ReplicaSet's creationTimestamp; its bars show spec.replicas (light) and
+// status.readyReplicas (dark) as observed from the watch since the page opened.
+function rolloutTimeline(rs, owner, revision) {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = (tag, attrs, ...kids) => {
+    const e = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    for (const c of kids) e.append(c);
+    return e;
+  };
+  const samples = new Map(); // uid -> [{ t, want, ready }]
+  const el = h('div', { class: 'timeline', 'data-timeline': '' });
+  const owned = (r) => { const d = owner(); return !!d && (r.metadata.ownerReferences || []).some((o) => o.uid === d.metadata.uid); };
+  const observe = (r) => {
+    const uid = r.metadata.uid;
+    const s = { t: Date.now(), want: (r.spec && r.spec.replicas) ?? 0, ready: (r.status && r.status.readyReplicas) || 0 };
+    const list = samples.get(uid) || [];
+    const last = list[list.length - 1];
+    if (!last || last.want !== s.want || last.ready !== s.ready) list.push(s);
+    samples.set(uid, list);
+  };
+  const draw = () => {
+    const sets = [...rs.items.values()].filter(owned);
+    for (const r of sets) if (!samples.has(r.metadata.uid)) observe(r);
+    const created = (r) => Date.parse(r.metadata.creationTimestamp) || Date.now();
+    const now = Date.now();
+    const start = Math.min(now - 60000, ...sets.map(created));
+    const byRev = new Map();
+    for (const r of sets) {
+      const k = revision(r);
+      byRev.set(k, [...(byRev.get(k) || []), r]);
+    }
+    const revs = [...byRev.keys()].sort((a, b) => a - b);
+    const maxWant = Math.max(1, ...sets.flatMap((r) => (samples.get(r.metadata.uid) || []).map((s) => Math.max(s.want, s.ready))));
+    const W = 560, L = 56, LANE = 26, H = revs.length * LANE + 18;
+    const x = (t) => L + ((Math.max(t, start) - start) / Math.max(1, now - start)) * (W - L - 8);
+    const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: 'img', 'aria-label': 'Rollout timeline' });
+    revs.forEach((rev, i) => {
+      const y = i * LANE + 4;
+      const lane = svg('g', { 'data-revision': rev, class: 'lane' });
+      lane.append(svg('text', { x: 4, y: y + 15, class: 'label' }, 'rev ' + rev));
+      lane.append(svg('line', { x1: L, x2: W - 8, y1: y + LANE - 4, y2: y + LANE - 4, class: 'axis' }));
+      for (const r of byRev.get(rev)) {
+        const list = samples.get(r.metadata.uid) || [];
+        // Before the page opened only the creation time is known: the first observed values
+        // stand for the span since then.
+        const pts = list.map((s, j) => ({ ...s, t: j === 0 ? Math.min(s.t, created(r)) : s.t }));
+        pts.forEach((s, j) => {
+          const x0 = x(s.t), x1 = x(j + 1 < pts.length ? pts[j + 1].t : now);
+          const bar = (v, cls) => {
+            const hgt = (v / maxWant) * (LANE - 8);
+            if (hgt > 0) lane.append(svg('rect', { x: x0, y: y + LANE - 4 - hgt, width: Math.max(1, x1 - x0), height: hgt, class: cls },
+              svg('title', null, `${r.metadata.name}: ${s.ready} / ${s.want} ready`)));
+          };
+          bar(s.want, 'want');
+          bar(s.ready, 'ready');
+        });
+      }
+      g.append(lane);
+    });
+    g.append(svg('text', { x: L, y: H - 2, class: 'tick' }, new Date(start).toLocaleTimeString()));
+    g.append(svg('text', { x: W - 8, y: H - 2, class: 'tick end' }, 'now'));
+    el.replaceChildren(h('strong', null, 'Rollout timeline'), revs.length ? g : h('p', { class: 'muted' }, 'No ReplicaSets yet.'));
+  };
+  let pending = false;
+  const schedule = () => {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; draw(); });
+  };
+  const off = rs.subscribe((type, o) => {
+    if (type !== 'RESET' && type !== 'ERROR' && o && o.metadata && owned(o)) observe(o);
+    schedule();
+  });
+  // The time axis moves on even without events.
+  const timer = setInterval(schedule, 5000);
+  draw();
+  return { el, redraw: schedule, stop: () => { off(); clearInterval(timer); } };
+}
+
 // One object: its YAML (kept current by a watch on its name), its events, and an editor
 // that applies changes with server-side apply as the logged-in user.
 function viewObject(root, path) {
@@ -998,7 +1079,10 @@ function viewObject(root, path) {
     track(t.bind(rs));
     // The owner is known only once the Deployment is read.
     track(w.subscribe(() => t.reset(rs.items)));
-    right.append(t.el);
+    const tl = rolloutTimeline(rs, () => current, revision);
+    track(tl.stop);
+    track(w.subscribe(tl.redraw));
+    right.append(tl.el, t.el);
   }
   // The object's events (when they may be read).
   if (/\/namespaces\//.test(coll)) {
