@@ -3,7 +3,7 @@
 //! computed from, so the API server's selector rules apply), errors as `metav1.Status`.
 //! Only running pods bound to a node have metrics, as with metrics-server.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -12,7 +12,8 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use crate::auth::RequestHeaderTrust;
-use crate::usage::{self, NODE_CPU_OVERHEAD_NANOS, NODE_MEMORY_OVERHEAD_BYTES};
+use crate::measured::{self, Scraper};
+use crate::usage::{self, ContainerUsage, NODE_CPU_OVERHEAD_NANOS, NODE_MEMORY_OVERHEAD_BYTES};
 
 const GROUP: &str = "metrics.k8s.io";
 const VERSION: &str = "v1beta1";
@@ -27,6 +28,82 @@ pub(crate) struct State {
     pub(crate) trust: RequestHeaderTrust,
     /// The delegated authorizer.
     pub(crate) authz: crate::authz::Authorizer,
+    /// The measured usage scraped from process nodes' kubelets.
+    pub(crate) scraper: Scraper,
+}
+
+/// Measured usage: the nodes it was scraped from, and (cpu, memory) per container there.
+#[derive(Default)]
+struct Measured {
+    nodes: HashSet<String>,
+    usage: HashMap<measured::Key, (u64, u64)>,
+}
+
+fn node_of(p: &Pod) -> Option<&str> {
+    p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+}
+
+/// Scrapes the kubelet of each process node among `nodes` that hosts one of `pods`; a node
+/// that cannot be scraped keeps the simulated model (logged).
+async fn measure(state: &State, nodes: &[Node], pods: &[&Pod]) -> Measured {
+    let hosting: HashSet<&str> = pods.iter().filter_map(|p| node_of(p)).collect();
+    let window = std::time::Duration::from_secs(state.window_seconds.max(2));
+    let mut out = Measured::default();
+    for n in nodes.iter().filter(|n| measured::has_kubelet(n)) {
+        let Some(name) = n.metadata.name.as_deref() else {
+            continue;
+        };
+        if !hosting.contains(name) {
+            continue;
+        }
+        match state.scraper.node_usage(&state.client, name, window).await {
+            Ok(u) => {
+                out.nodes.insert(name.to_owned());
+                out.usage.extend(u);
+            }
+            Err(e) => {
+                tracing::warn!(node = name, error = %format!("{e:#}"), "scraping the kubelet's /metrics/resource; simulated usage instead");
+            }
+        }
+    }
+    out
+}
+
+/// The usage of each container of `p`: measured on a scraped node (0 for a container not
+/// running there), simulated elsewhere.
+fn containers_usage(p: &Pod, m: &Measured) -> Vec<ContainerUsage> {
+    match (node_of(p), &p.spec) {
+        (Some(node), Some(spec)) if m.nodes.contains(node) => {
+            let ns = p.metadata.namespace.clone().unwrap_or_default();
+            let pod = p.metadata.name.clone().unwrap_or_default();
+            spec.containers
+                .iter()
+                .map(|c| {
+                    let key = (ns.clone(), pod.clone(), c.name.clone());
+                    let (cpu_nanos, memory_bytes) = m.usage.get(&key).copied().unwrap_or_default();
+                    ContainerUsage {
+                        name: c.name.clone(),
+                        cpu_nanos,
+                        memory_bytes,
+                    }
+                })
+                .collect()
+        }
+        _ => usage::pod_usage(p),
+    }
+}
+
+async fn all_nodes(state: &State) -> Vec<Node> {
+    match Api::<Node>::all(state.client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(l) => l.items,
+        Err(e) => {
+            tracing::warn!(error = %e, "listing nodes for measured usage");
+            Vec::new()
+        }
+    }
 }
 
 type Reply = hyper::Response<Full<Bytes>>;
@@ -140,8 +217,8 @@ fn running(p: &Pod) -> bool {
             .is_some()
 }
 
-fn pod_metrics(p: &Pod, ts: &str, window: &str) -> Value {
-    let containers: Vec<Value> = usage::pod_usage(p)
+fn pod_metrics(p: &Pod, m: &Measured, ts: &str, window: &str) -> Value {
+    let containers: Vec<Value> = containers_usage(p, m)
         .into_iter()
         .map(|c| json!({ "name": c.name, "usage": { "cpu": cpu(c.cpu_nanos), "memory": memory(c.memory_bytes) } }))
         .collect();
@@ -161,18 +238,21 @@ async fn pods(state: &State, namespace: Option<&str>, name: Option<&str>, query:
     let (ts, window) = (now(), format!("{}s", state.window_seconds));
     if let Some(name) = name {
         return match api.get_opt(name).await {
-            Ok(Some(p)) if running(&p) => reply(200, &pod_metrics(&p, &ts, &window)),
+            Ok(Some(p)) if running(&p) => {
+                let m = measure(state, &all_nodes(state).await, &[&p]).await;
+                reply(200, &pod_metrics(&p, &m, &ts, &window))
+            }
             Ok(_) => not_found("podmetrics", name),
             Err(e) => api_error(e),
         };
     }
     match api.list(&list_params(query)).await {
         Ok(list) => {
-            let items: Vec<Value> = list
-                .items
+            let pods: Vec<&Pod> = list.items.iter().filter(|p| running(p)).collect();
+            let m = measure(state, &all_nodes(state).await, &pods).await;
+            let items: Vec<Value> = pods
                 .iter()
-                .filter(|p| running(p))
-                .map(|p| pod_metrics(p, &ts, &window))
+                .map(|p| pod_metrics(p, &m, &ts, &window))
                 .collect();
             reply(
                 200,
@@ -204,15 +284,17 @@ async fn nodes(state: &State, name: Option<&str>, query: &str) -> Reply {
         Ok(l) => l.items,
         Err(e) => return api_error(e),
     };
+    let running_pods: Vec<&Pod> = pods.iter().filter(|p| running(p)).collect();
+    let m = measure(state, &nodes, &running_pods).await;
     let mut per_node: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for p in pods.iter().filter(|p| running(p)) {
+    for p in running_pods {
         let node = p
             .spec
             .as_ref()
             .and_then(|s| s.node_name.clone())
             .unwrap_or_default();
         let e = per_node.entry(node).or_default();
-        for c in usage::pod_usage(p) {
+        for c in containers_usage(p, &m) {
             e.0 += c.cpu_nanos;
             e.1 += c.memory_bytes;
         }

@@ -14,11 +14,14 @@
 //!   SubjectAccessReview (cached 10 s; `system:masters` and health paths always allowed);
 //! - `api.rs`: the endpoints (get and list, label and field selectors), reading nodes and
 //!   pods through the API on each request;
-//! - `usage.rs`: the simulated usage model and its per-pod annotations.
+//! - `usage.rs`: the simulated usage model and its per-pod annotations;
+//! - `measured.rs`: measured usage of pods on process nodes, scraped from their kubelets'
+//!   `/metrics/resource` through `nodes/proxy` (CPU as a rate between two scrapes).
 
 mod api;
 mod auth;
 mod authz;
+mod measured;
 mod register;
 pub mod usage;
 
@@ -140,6 +143,7 @@ pub async fn run(
         client,
         window_seconds: options.metric_resolution_seconds,
         trust,
+        scraper: measured::Scraper::default(),
     });
     loop {
         let (tcp, peer) = tokio::select! {

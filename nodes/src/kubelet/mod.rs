@@ -181,6 +181,14 @@ async fn handle(req: Request<Incoming>, registry: &Registry) -> Response<Body> {
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match (req.method(), parts.as_slice()) {
         (&Method::GET, ["healthz"]) => Response::new(full("ok")),
+        (&Method::GET, ["metrics", "resource"]) => {
+            let mut r = Response::new(full(crate::process::usage::metrics_resource(registry)));
+            r.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            r
+        }
         (&Method::GET, ["pods"]) => {
             let items: Vec<_> = registry
                 .pods()

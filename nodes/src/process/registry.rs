@@ -128,4 +128,22 @@ impl Registry {
             .map(|((ns, n), p)| (ns.clone(), n.clone(), p.uid.clone()))
             .collect()
     }
+
+    /// (namespace, pod, container, init PID) of every running container whose PID is known.
+    pub(crate) fn running_pids(&self) -> Vec<(String, String, String, u32)> {
+        let pods = self.lock();
+        let mut out = Vec::new();
+        for ((ns, name), p) in pods.iter() {
+            for (c, entry) in &p.containers {
+                let pid = entry
+                    .running
+                    .as_ref()
+                    .and_then(|i| *i.init_pid.lock().unwrap_or_else(PoisonError::into_inner));
+                if let Some(pid) = pid {
+                    out.push((ns.clone(), name.clone(), c.clone(), pid));
+                }
+            }
+        }
+        out
+    }
 }
