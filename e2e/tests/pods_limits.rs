@@ -1,0 +1,94 @@
+//! Limits of the process runtime (`capstan server --node-runtime process`): a container's
+//! log rotates at 10 MiB keeping 5 files, as the kubelet's `containerLogMaxSize` and
+//! `containerLogMaxFiles`, so after 25 MiB of output `kubectl logs` shows the latest lines.
+
+use std::path::{Path, PathBuf};
+
+use e2e::ServerProcess;
+use e2e::cli::{ok, wait_for};
+
+fn process_cluster() -> (tempfile::TempDir, ServerProcess) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_cluster(
+        &dir.path().join("data"),
+        &["--nodes=1", "--node-runtime=process"],
+    )
+    .expect("server starts");
+    (dir, s)
+}
+
+/// Directories `<…>/logs/<container>` under `root`.
+fn log_dirs(root: &Path, container: &str, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if path.file_name().is_some_and(|n| n == container)
+            && path
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "logs")
+        {
+            found.push(path);
+        } else {
+            log_dirs(&path, container, found);
+        }
+    }
+}
+
+#[test]
+fn a_container_log_rotates_and_logs_shows_its_last_lines() {
+    let (dir, s) = process_cluster();
+    // 200000 lines of ~100 bytes: ~27 MiB of CRI log entries, past two rotations.
+    let pad = "x".repeat(90);
+    let script = format!("seq -f 'line %06g {pad}' 1 200000; echo last-line; sleep 3600");
+    ok(
+        &s,
+        &[
+            "run",
+            "chatty",
+            "--image=busybox",
+            "--restart=Never",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
+    wait_for(&s, 180, "the last line in kubectl logs --tail=1", || {
+        let (done, out, _) = s
+            .kubectl(&["logs", "chatty", "--tail=1"])
+            .expect("kubectl runs");
+        (done && out == "last-line\n").then_some(())
+    });
+    let two = ok(&s, &["logs", "chatty", "--tail=2"]);
+    assert!(two.starts_with(&format!("line 200000 {pad}\n")), "{two}");
+    // The first lines went with the rotated files: the current file starts later.
+    let all = ok(&s, &["logs", "chatty"]);
+    assert!(!all.starts_with("line 000001 "), "{}", &all[..200]);
+    assert!(all.len() as u64 <= 10 * 1024 * 1024, "{}", all.len());
+    let mut dirs = Vec::new();
+    log_dirs(dir.path(), "chatty", &mut dirs);
+    if dirs.is_empty() {
+        eprintln!(
+            "the node's log directory is not under the test's data dir; checked via kubectl logs only"
+        );
+    }
+    for d in dirs {
+        let files: Vec<_> = std::fs::read_dir(&d)
+            .expect("log dir reads")
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert!((2..=5).contains(&files.len()), "{}: {files:?}", d.display());
+        for f in &files {
+            let len = std::fs::metadata(f).map(|m| m.len()).unwrap_or_default();
+            assert!(len <= 10 * 1024 * 1024, "{}: {len}", f.display());
+        }
+    }
+    ok(&s, &["delete", "pod", "chatty", "--wait=false"]);
+}
