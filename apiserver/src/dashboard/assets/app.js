@@ -955,7 +955,7 @@ function rolloutTimeline(rs, owner, revision) {
     for (const r of sets) if (!samples.has(r.metadata.uid)) observe(r);
     const created = (r) => Date.parse(r.metadata.creationTimestamp) || Date.now();
     const now = Date.now();
-    const start = Math.min(now - 60000, ...sets.map(created));
+    const start = Math.min(now - 20000, ...sets.map(created));
     const byRev = new Map();
     for (const r of sets) {
       const k = revision(r);
