@@ -92,3 +92,68 @@ fn a_container_log_rotates_and_logs_shows_its_last_lines() {
     }
     ok(&s, &["delete", "pod", "chatty", "--wait=false"]);
 }
+
+#[test]
+fn a_pod_with_limits_gets_a_warning_when_cgroup_v2_is_absent() {
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        eprintln!("cgroup v2 is mounted on this host: no ResourceLimitsNotEnforced event to check");
+        return;
+    }
+    let (_dir, s) = process_cluster();
+    ok(
+        &s,
+        &[
+            "run",
+            "limited",
+            "--image=busybox",
+            "--restart=Never",
+            "--overrides",
+            r#"{"spec":{"containers":[{"name":"limited","image":"busybox","command":["sleep","3600"],"resources":{"limits":{"cpu":"100m","memory":"64Mi"}}}]}}"#,
+        ],
+    );
+    let events = wait_for(&s, 60, "the ResourceLimitsNotEnforced event", || {
+        let (done, out, _) = s
+            .kubectl(&[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=limited,reason=ResourceLimitsNotEnforced",
+                "-o",
+                "jsonpath={range .items[*]}{.type} {.message}{\"\\n\"}{end}",
+            ])
+            .expect("kubectl runs");
+        (done && out.contains("Warning")).then_some(out)
+    });
+    assert!(events.contains("cgroup v2 is not available"), "{events}");
+    // A pod without limits gets no such event.
+    ok(
+        &s,
+        &[
+            "run",
+            "free",
+            "--image=busybox",
+            "--restart=Never",
+            "--",
+            "sleep",
+            "3600",
+        ],
+    );
+    wait_for(&s, 60, "free Running", || {
+        let (_, out, _) = s
+            .kubectl(&["get", "pod", "free", "-o", "jsonpath={.status.phase}"])
+            .expect("kubectl runs");
+        (out == "Running").then_some(())
+    });
+    let none = ok(
+        &s,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=free,reason=ResourceLimitsNotEnforced",
+            "-o",
+            "name",
+        ],
+    );
+    assert_eq!(none.trim(), "", "{none}");
+}

@@ -808,9 +808,27 @@ impl Driver {
         );
         sim.event(i, "Normal", "Created", format!("Created container: {name}"));
         sim.event(i, "Normal", "Started", format!("Started container {name}"));
+        let limited = spec_c
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .is_some_and(|l| !l.is_empty());
+        if limited && !cgroup_v2_available() {
+            sim.event(
+                i,
+                "Warning",
+                "ResourceLimitsNotEnforced",
+                format!("Container {name} has resources.limits, but cgroup v2 is not available on node {} (no /sys/fs/cgroup/cgroup.controllers): the limits are not enforced", self.sim_node.name),
+            );
+        }
         tracing::debug!(pod = %self.name, container = %name, ?kind, pid = ?unshare_pid, "container process started");
         Ok(())
     }
+}
+
+/// Whether the host mounts the cgroup v2 unified hierarchy, which resource limits need.
+fn cgroup_v2_available() -> bool {
+    std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
 }
 
 /// Why a container did not start: its configuration (retried, `CreateContainerConfigError`)
