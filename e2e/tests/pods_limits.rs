@@ -157,3 +157,67 @@ fn a_pod_with_limits_gets_a_warning_when_cgroup_v2_is_absent() {
     );
     assert_eq!(none.trim(), "", "{none}");
 }
+
+/// Host processes of `uid`.
+fn processes_of(uid: u32) -> usize {
+    let out = std::process::Command::new("pgrep")
+        .args(["-u", &uid.to_string()])
+        .output()
+        .expect("pgrep runs");
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+#[test]
+fn a_forking_pod_hits_rlimit_nproc_and_the_server_stays_responsive() {
+    let (_dir, s) = process_cluster();
+    // A uid of its own: RLIMIT_NPROC counts per real uid across the host.
+    let uid = 40_000 + std::process::id() % 20_000;
+    let overrides = format!(
+        r#"{{"spec":{{"securityContext":{{"runAsUser":{uid}}},"containers":[{{"name":"bomb","image":"busybox","command":["sh","-c","grep 'Max processes' /proc/self/limits; sh -c 'while :; do sleep 600 & done'; echo exhausted; exec sleep 600"]}}]}}}}"#
+    );
+    ok(
+        &s,
+        &[
+            "run",
+            "bomb",
+            "--image=busybox",
+            "--restart=Never",
+            "--overrides",
+            &overrides,
+        ],
+    );
+    let mut most = 0;
+    let logs = wait_for(&s, 120, "the forking loop to end", || {
+        most = most.max(processes_of(uid));
+        let (_, out, _) = s.kubectl(&["logs", "bomb"]).expect("kubectl runs");
+        let (_, phase, _) = s
+            .kubectl(&["get", "pod", "bomb", "-o", "jsonpath={.status.phase}"])
+            .expect("kubectl runs");
+        (out.contains("exhausted") || phase == "Failed" || phase == "Succeeded").then_some(out)
+    });
+    most = most.max(processes_of(uid));
+    assert!(logs.contains("Max processes"), "{logs}");
+    assert!(
+        logs.lines()
+            .any(|l| l.starts_with("Max processes") && l.contains(" 1024 ")),
+        "{logs}"
+    );
+    eprintln!(
+        "at most {most} processes of uid {uid}; logs: {}",
+        logs.lines().take(3).collect::<Vec<_>>().join(" / ")
+    );
+    // The endless loop was stopped by EAGAIN at the limit, and its processes stay.
+    assert!(logs.contains("exhausted"), "{logs}");
+    assert!(logs.contains("Cannot fork"), "{logs}");
+    assert!(
+        (900..=1024).contains(&most),
+        "{most} processes of uid {uid}"
+    );
+    // The server answers while the pod holds its processes.
+    let nodes = ok(&s, &["get", "nodes", "-o", "name"]);
+    assert!(nodes.contains("node/"), "{nodes}");
+    ok(&s, &["delete", "pod", "bomb", "--wait=false"]);
+    wait_for(&s, 60, "the pod's processes gone", || {
+        (processes_of(uid) == 0).then_some(())
+    });
+}

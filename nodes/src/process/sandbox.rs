@@ -8,7 +8,8 @@
 //! tty, a private devpts, shm), the termination-message file, and every volume bound at its
 //! `mountPath` (resolved inside the container root, so a symlink never leads out of it).
 //! It then `chroot`s into that root and `setpriv` drops to the container's user and groups
-//! (root keeps only Docker's default capabilities) and `env -C` enters its working
+//! (root keeps only Docker's default capabilities), under `prlimit --nproc` (see
+//! [`MAX_PROCESSES`]), and `env -C` enters its working
 //! directory and runs its command. Images are not pulled: the host's binaries are what
 //! runs. The network is the host's (as `hostNetwork`).
 //!
@@ -25,6 +26,10 @@ use super::registry::Identity;
 const ROOT_CAPS: &str = "-all,+chown,+dac_override,+fowner,+fsetid,+kill,+setgid,+setuid,+setpcap,+net_bind_service,+net_raw,+sys_chroot,+mknod,+audit_write,+setfcap";
 /// Size of a container's writable layer (tmpfs).
 const SCRATCH_SIZE: &str = "512m";
+/// `RLIMIT_NPROC` of every container process (its command and `exec`s), a fork-bomb
+/// guard: past it `fork` fails with `EAGAIN`. The kernel counts it per real uid across
+/// the host (all containers running as uid 65534 share it) and does not apply it to root.
+pub(crate) const MAX_PROCESSES: u32 = 1024;
 
 /// A volume bound into the container.
 #[derive(Debug, Clone)]
@@ -66,6 +71,9 @@ pub(crate) fn termination_file(dir: &Path) -> PathBuf {
 
 fn privileges(id: &Identity) -> Vec<String> {
     let mut args = vec![
+        "/usr/bin/prlimit".to_owned(),
+        format!("--nproc={MAX_PROCESSES}"),
+        "--".to_owned(),
         "/usr/bin/setpriv".to_owned(),
         format!("--reuid={}", id.uid),
         format!("--regid={}", id.gid),
@@ -289,6 +297,7 @@ mod tests {
         let s = script(&spec);
         assert!(s.contains("bindin '/x/v' '/data' file ro"));
         assert!(s.contains("'--reuid=1000'"));
+        assert!(s.contains("'/usr/bin/prlimit' '--nproc=1024' '--' '/usr/bin/setpriv'"));
         assert!(s.contains("exec /usr/sbin/chroot '/x/c/rootfs'"));
     }
 }
