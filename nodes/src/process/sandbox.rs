@@ -8,8 +8,9 @@
 //! tty, a private devpts, shm), the termination-message file, and every volume bound at its
 //! `mountPath` (resolved inside the container root, so a symlink never leads out of it).
 //! It then `chroot`s into that root and `setpriv` drops to the container's user and groups
-//! (root keeps only Docker's default capabilities), under `prlimit --nproc` (see
-//! [`MAX_PROCESSES`]), and `env -C` enters its working
+//! (root keeps only Docker's default capabilities), with `RLIMIT_NPROC` set on the script's
+//! shell beforehand (see [`MAX_PROCESSES`]; `exec`s into a running container are not
+//! limited), and `env -C` enters its working
 //! directory and runs its command. Images are not pulled: the host's binaries are what
 //! runs. The network is the host's (as `hostNetwork`).
 //!
@@ -71,9 +72,6 @@ pub(crate) fn termination_file(dir: &Path) -> PathBuf {
 
 fn privileges(id: &Identity) -> Vec<String> {
     let mut args = vec![
-        "/usr/bin/prlimit".to_owned(),
-        format!("--nproc={MAX_PROCESSES}"),
-        "--".to_owned(),
         "/usr/bin/setpriv".to_owned(),
         format!("--reuid={}", id.uid),
         format!("--regid={}", id.gid),
@@ -150,6 +148,10 @@ fn script(spec: &Spec) -> String {
     }
     let wd = &spec.identity.workdir;
     s.push_str(&format!("chroot \"$R\" mkdir -p -- {}\n", q(wd)));
+    // The fork-bomb guard, set on this shell (as root, exempt) and inherited through the
+    // `exec` below by the container's command once `setpriv` has dropped to its user — not a
+    // wrapper process in the chain, which the kubelet's signals must reach directly.
+    s.push_str(&format!("/usr/bin/prlimit --pid $$ --nproc={MAX_PROCESSES}\n"));
     s.push_str("PATH=$__p\nunset __p R t\n");
     let mut exec = vec![
         "exec".to_owned(),
@@ -297,7 +299,7 @@ mod tests {
         let s = script(&spec);
         assert!(s.contains("bindin '/x/v' '/data' file ro"));
         assert!(s.contains("'--reuid=1000'"));
-        assert!(s.contains("'/usr/bin/prlimit' '--nproc=1024' '--' '/usr/bin/setpriv'"));
+        assert!(s.contains("/usr/bin/prlimit --pid $$ --nproc=1024\n"));
         assert!(s.contains("exec /usr/sbin/chroot '/x/c/rootfs'"));
     }
 }
