@@ -151,7 +151,9 @@ fn script(spec: &Spec) -> String {
     // The fork-bomb guard, set on this shell (as root, exempt) and inherited through the
     // `exec` below by the container's command once `setpriv` has dropped to its user — not a
     // wrapper process in the chain, which the kubelet's signals must reach directly.
-    s.push_str(&format!("/usr/bin/prlimit --pid $$ --nproc={MAX_PROCESSES}\n"));
+    s.push_str(&format!(
+        "/usr/bin/prlimit --pid $$ --nproc={MAX_PROCESSES}\n"
+    ));
     s.push_str("PATH=$__p\nunset __p R t\n");
     let mut exec = vec![
         "exec".to_owned(),
