@@ -253,7 +253,10 @@ spec:
     image: busybox
     volumeMounts: [{{name: shared, mountPath: /shared}}]
     command: [sh, -c, "trap 'echo TERM >> /shared/probe-order; exit 0' TERM; while true; do sleep 0.1; done"]
+    # The first probe waits for the shell to install its trap: a TERM before it is ignored
+    # by the PID namespace's init and ends in the grace period's SIGKILL (as on a kubelet).
     livenessProbe:
+      initialDelaySeconds: 3
       exec: {{command: [test, -f, /dev/shm/never]}}
       periodSeconds: 1
       failureThreshold: 1
