@@ -297,6 +297,21 @@ fn objects_lists_and_errors_in_protobuf() {
     assert_eq!(wire::fields(&raw).len(), 1, "metadata only");
 
     // kube-aggregator's APIService (its own proto package), built-in ones included.
+    // The in-process metrics server registers its APIService after start-up: wait for
+    // it, so the protobuf and JSON reads below see the same set.
+    let mut registered = false;
+    for _ in 0..600 {
+        let j = json_get(&s, "/apis/apiregistration.k8s.io/v1/apiservices");
+        if j["items"].as_array().is_some_and(|i| {
+            i.iter()
+                .any(|x| x["metadata"]["name"] == "v1beta1.metrics.k8s.io")
+        }) {
+            registered = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(registered, "the metrics APIService was never registered");
     let a = curl(
         &s,
         "GET",
