@@ -30,6 +30,15 @@ const OPAQUE: &[&str] = &[
     "k8s.io.apimachinery.pkg.apis.meta.v1.Verbs",
     "k8s.io.apimachinery.pkg.api.resource.Quantity",
     "k8s.io.apimachinery.pkg.util.intstr.IntOrString",
+    super::protobuf::EXT_JSON,
+];
+/// The CRD schema unions (`JSONSchemaPropsOr{Array,Bool,StringArray}`): their JSON is a
+/// `JSONSchemaProps` object, an array of them, a boolean or strings, written with the
+/// `JSONSchemaProps` plan wherever an object is.
+const SCHEMA_UNIONS: &[&str] = &[
+    super::protobuf::SCHEMA_OR_ARRAY,
+    super::protobuf::SCHEMA_OR_BOOL,
+    super::protobuf::SCHEMA_OR_STRINGS,
 ];
 /// An embedded object typed by its own `apiVersion` and `kind`.
 const RAW_EXTENSION: &str = "k8s.io.apimachinery.pkg.runtime.RawExtension";
@@ -103,6 +112,10 @@ fn child_of(by_name: &HashMap<String, usize>, m: &MessageDescriptor) -> Child {
     let name = m.full_name();
     if name == RAW_EXTENSION {
         Child::Embedded
+    } else if SCHEMA_UNIONS.contains(&name) {
+        by_name
+            .get(super::protobuf::SCHEMA_PROPS)
+            .map_or(Child::Opaque, |i| Child::Message(*i))
     } else if OPAQUE.contains(&name) || name.ends_with(".ExtraValue") {
         Child::Opaque
     } else {
@@ -193,7 +206,9 @@ fn zero_of(
         Kind::Message(m) => match m.full_name() {
             TIME | MICRO_TIME => Some(Zero::Value(Value::Null)),
             name => match child_of(by_name, &m) {
-                Child::Message(i) if !OPAQUE.contains(&name) => Some(Zero::Struct(i)),
+                Child::Message(i) if !OPAQUE.contains(&name) && !SCHEMA_UNIONS.contains(&name) => {
+                    Some(Zero::Struct(i))
+                }
                 _ => None,
             },
         },

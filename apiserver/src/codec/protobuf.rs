@@ -50,6 +50,20 @@ pub(super) const QUANTITY: &str = "k8s.io.apimachinery.pkg.api.resource.Quantity
 pub(super) const INT_OR_STRING: &str = "k8s.io.apimachinery.pkg.util.intstr.IntOrString";
 pub(super) const RAW_EXTENSION: &str = "k8s.io.apimachinery.pkg.runtime.RawExtension";
 pub(super) const UNKNOWN: &str = "k8s.io.apimachinery.pkg.runtime.Unknown";
+/// apiextensions' `JSON`: any JSON value, its bytes in field 1 (`default`, `enum`, `example`).
+pub(super) const EXT_JSON: &str = "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSON";
+/// apiextensions' `JSONSchemaProps`, the message the three `…Or…` unions hold.
+pub(super) const SCHEMA_PROPS: &str =
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps";
+/// `JSONSchemaPropsOrArray{1: schema, 2: jSONSchemas}`: JSON an object or an array of them.
+pub(super) const SCHEMA_OR_ARRAY: &str =
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrArray";
+/// `JSONSchemaPropsOrBool{1: allows, 2: schema}`: JSON a boolean or an object.
+pub(super) const SCHEMA_OR_BOOL: &str =
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool";
+/// `JSONSchemaPropsOrStringArray{1: schema, 2: property}`: JSON an object or strings.
+pub(super) const SCHEMA_OR_STRINGS: &str =
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrStringArray";
 
 /// What Go's JSON encoding does with one proto field, beyond the defaults.
 #[derive(Debug, Default)]
@@ -110,10 +124,23 @@ impl Schema {
 
     /// The message for `apiVersion`/`kind`: the group's package (named by the group's first
     /// label: `apps`, `rbac.authorization.k8s.io` → `rbac`), else `meta/v1` (options kinds).
+    /// The two groups whose types live outside k8s.io/api have their repository's package:
+    /// `apiregistration.k8s.io` (kube-aggregator) and `apiextensions.k8s.io`
+    /// (apiextensions-apiserver).
     pub(super) fn message_for(&self, api_version: &str, kind: &str) -> Option<MessageDescriptor> {
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         if version.is_empty() || kind.is_empty() {
             return None;
+        }
+        let repo = match group {
+            "apiregistration.k8s.io" => Some("kube_aggregator.pkg.apis.apiregistration"),
+            "apiextensions.k8s.io" => Some("apiextensions_apiserver.pkg.apis.apiextensions"),
+            _ => None,
+        };
+        if let Some(repo) = repo {
+            return self
+                .pool
+                .get_message_by_name(&format!("k8s.io.{repo}.{version}.{kind}"));
         }
         let package = match group.split('.').next().unwrap_or("") {
             "" => "core",
@@ -375,6 +402,34 @@ fn message_to_json(schema: &Schema, msg: &DynamicMessage, depth: usize) -> Resul
                     .map_err(|e| format!("managedFields fieldsV1 is not JSON: {e}"))
             }
         }
+        EXT_JSON => {
+            let raw = bytes_field(msg, 1);
+            if raw.is_empty() {
+                Ok(Value::Null)
+            } else {
+                serde_json::from_slice(raw).map_err(|e| {
+                    format!("a JSON schema value (default, enum, example) is not JSON: {e}")
+                })
+            }
+        }
+        // The unions as their MarshalJSON writes them (apiextensions/v1/marshal.go).
+        SCHEMA_OR_ARRAY => match (field(msg, 2), field(msg, 1)) {
+            (Some(items @ PValue::List(l)), _) if !l.is_empty() => to_json(schema, items, depth),
+            (_, Some(schema_props)) => to_json(schema, schema_props, depth),
+            _ => Ok(Value::Null),
+        },
+        SCHEMA_OR_BOOL => match field(msg, 2) {
+            Some(schema_props) => to_json(schema, schema_props, depth),
+            None => Ok(Value::Bool(matches!(
+                field(msg, 1),
+                Some(PValue::Bool(true))
+            ))),
+        },
+        SCHEMA_OR_STRINGS => match (field(msg, 2), field(msg, 1)) {
+            (Some(items @ PValue::List(l)), _) if !l.is_empty() => to_json(schema, items, depth),
+            (_, Some(schema_props)) => to_json(schema, schema_props, depth),
+            _ => Ok(Value::Null),
+        },
         _ if name == VERBS || name.ends_with(".ExtraValue") => match field(msg, 1) {
             Some(items) => to_json(schema, items, depth),
             None => Ok(Value::Array(Vec::new())),

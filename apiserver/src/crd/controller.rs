@@ -79,7 +79,7 @@ async fn pass(ctx: &Ctx) -> Result<bool, storage::Error> {
         if status != crd["status"] {
             let mut next = crd.clone();
             next["status"] = status;
-            let bytes = serde_json::to_vec(&next).unwrap_or_default();
+            let bytes = crate::codec::go_json::to_vec(&next);
             match ctx.storage.update(key, bytes, *revision).await {
                 Ok(rev) => {
                     *revision = rev;
@@ -165,7 +165,7 @@ async fn finalize(ctx: &Ctx, key: &str, revision: i64, crd: &Value) -> Result<()
         next["status"] =
             super::naming::terminating_status(crd, &super::naming::Termination::InProgress, now);
         if next != *crd {
-            let bytes = serde_json::to_vec(&next).unwrap_or_default();
+            let bytes = crate::codec::go_json::to_vec(&next);
             match ctx.storage.update(key, bytes, revision).await {
                 Ok(_) | Err(storage::Error::Conflict | storage::Error::NotFound) => {}
                 Err(e) => return Err(e),
@@ -189,7 +189,7 @@ async fn finalize(ctx: &Ctx, key: &str, revision: i64, crd: &Value) -> Result<()
     next["metadata"]["finalizers"] = json!(others);
     next["status"] =
         super::naming::terminating_status(crd, &super::naming::Termination::Completed, now);
-    let bytes = serde_json::to_vec(&next).unwrap_or_default();
+    let bytes = crate::codec::go_json::to_vec(&next);
     match ctx.storage.update(key, bytes, revision).await {
         Ok(_) | Err(storage::Error::Conflict | storage::Error::NotFound) => Ok(()),
         Err(e) => Err(e),
