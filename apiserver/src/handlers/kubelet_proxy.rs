@@ -191,6 +191,9 @@ pub(super) async fn get(node: &str, addr: (IpAddr, u16), path_and_query: &str) -
         .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
+/// The header a refused stream upgrade lists the server's protocols in.
+const ACCEPTED_PROTOCOLS: &str = "x-accepted-stream-protocol-versions";
+
 /// Forwards an upgrade request (exec, attach) to the kubelet; when it switches protocols,
 /// splices the client's connection to the kubelet's.
 pub(super) async fn upgrade(
@@ -214,7 +217,18 @@ pub(super) async fn upgrade(
     )
     .await?;
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-        return error_answer(resp).await;
+        // A refused protocol names the accepted ones (upstream passes the kubelet's answer on).
+        let accepted: Vec<http::HeaderValue> = resp
+            .headers()
+            .get_all(ACCEPTED_PROTOCOLS)
+            .iter()
+            .cloned()
+            .collect();
+        let mut answer = error_answer(resp).await?;
+        for v in accepted {
+            answer.headers_mut().append(ACCEPTED_PROTOCOLS, v);
+        }
+        return Ok(answer);
     }
     let kubelet_upgrade = hyper::upgrade::on(&mut resp);
     let node_name = node.to_owned();

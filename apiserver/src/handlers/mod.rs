@@ -523,7 +523,7 @@ async fn serve(ctx: &Arc<Ctx>, req: Request, render: Render) -> Result<Response>
             if r.kind == "Pod" && r.subresource(&info.subresource).is_some() =>
         {
             if info.subresource != "log" {
-                let (kind, options) = connect_options(&info.subresource, &query);
+                let (kind, options) = connect_options(&info.subresource, parts.uri.query());
                 ctx.admission
                     .connect_webhooks(r, namespace, &info.name, kind, options)
                     .await?;
@@ -540,7 +540,7 @@ async fn serve(ctx: &Arc<Ctx>, req: Request, render: Render) -> Result<Response>
             .await
         }
         ("proxy", _) if r.kind == "Node" => {
-            let (_, options) = connect_options("proxy", &query);
+            let (_, options) = connect_options("proxy", parts.uri.query());
             ctx.admission
                 .connect_webhooks(r, "", &info.name, "NodeProxyOptions", options)
                 .await?;
@@ -558,8 +558,13 @@ async fn serve(ctx: &Arc<Ctx>, req: Request, render: Render) -> Result<Response>
 }
 
 /// The options object of a CONNECT (`PodExecOptions`, …) as admission webhooks see it,
-/// from the query (each parameter's last value).
-fn connect_options(subresource: &str, q: &Query) -> (&'static str, Map<String, Value>) {
+/// from the raw query: `command` and `ports` are lists of every value given (upstream's
+/// `[]string` / `[]int32`, so `sh -c 'echo hi'` stays three words), the others take their
+/// last value.
+fn connect_options(
+    subresource: &str,
+    raw_query: Option<&str>,
+) -> (&'static str, Map<String, Value>) {
     let kind = match subresource {
         "exec" => "PodExecOptions",
         "attach" => "PodAttachOptions",
@@ -567,15 +572,26 @@ fn connect_options(subresource: &str, q: &Query) -> (&'static str, Map<String, V
         _ => "PodProxyOptions",
     };
     let mut options = Map::new();
-    for (k, v) in q {
+    for pair in raw_query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let (k, v) = (decode_component(k), decode_component(v));
         let value = match k.as_str() {
             "stdin" | "stdout" | "stderr" | "tty" => json!(v == "true" || v == "1"),
-            "command" => json!([v]),
-            "ports" => v.parse::<i64>().map_or_else(|_| json!([v]), |p| json!([p])),
+            "command" | "ports" => {
+                let item = match k.as_str() {
+                    "ports" => v.parse::<i64>().map_or_else(|_| json!(v), |p| json!(p)),
+                    _ => json!(v),
+                };
+                let list = options.entry(k).or_insert_with(|| json!([]));
+                if let Some(items) = list.as_array_mut() {
+                    items.push(item);
+                }
+                continue;
+            }
             "container" | "path" => json!(v),
             _ => continue,
         };
-        options.insert(k.clone(), value);
+        options.insert(k, value);
     }
     (kind, options)
 }
@@ -1794,6 +1810,25 @@ async fn bootstrap_kubernetes_slice(ctx: &Ctx, host: &str, port: u16) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connect_options_keep_every_command_word() {
+        let (kind, o) = connect_options(
+            "exec",
+            Some(
+                "command=sh&command=-c&command=echo+hi%3B+exit+3&stdout=true&tty=false&container=c",
+            ),
+        );
+        assert_eq!(kind, "PodExecOptions");
+        assert_eq!(o["command"], json!(["sh", "-c", "echo hi; exit 3"]));
+        assert_eq!(o["stdout"], json!(true));
+        assert_eq!(o["tty"], json!(false));
+        assert_eq!(o["container"], json!("c"));
+        let (kind, o) = connect_options("portforward", Some("ports=80&ports=8080"));
+        assert_eq!(kind, "PodPortForwardOptions");
+        assert_eq!(o["ports"], json!([80, 8080]));
+        assert!(connect_options("attach", None).1.is_empty());
+    }
 
     #[test]
     fn query_components_are_percent_decoded() {

@@ -17,6 +17,7 @@
 //! Errors are `metav1.Status` JSON, so the API server can hand them to the client as is.
 
 mod portforward;
+mod pty;
 mod spdy;
 mod stream;
 mod ws;
@@ -412,7 +413,7 @@ fn carrier(
         return spdy::negotiate(req.headers(), spdy_protocols)
             .map(|protocol| Carrier::Spdy { protocol })
             .ok_or_else(|| {
-                Box::new(status(
+                let mut refused = status(
                     StatusCode::FORBIDDEN,
                     "Forbidden",
                     &format!(
@@ -420,7 +421,15 @@ fn carrier(
                         spdy::offers(req.headers()).join(" "),
                         spdy_protocols.join(" ")
                     ),
-                ))
+                );
+                // As upstream's httpstream handshake: one header value per protocol it accepts.
+                for p in spdy_protocols {
+                    refused.headers_mut().append(
+                        "x-accepted-stream-protocol-versions",
+                        http::HeaderValue::from_static(p),
+                    );
+                }
+                Box::new(refused)
             });
     }
     Err(Box::new(status(

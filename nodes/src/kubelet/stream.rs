@@ -8,6 +8,11 @@
 //! - SPDY/3.1 `v4.channel.k8s.io` (kubectl up to 1.29): one SPDY stream per channel, named
 //!   by its `streamType` header (`error`, `stdin`, `stdout`, `stderr`, `resize`), stdin ending
 //!   at the client's FIN ([`spdy_session`]).
+//!
+//! With a terminal (`tty`), the command runs on a pseudo-terminal ([`pty`]) and the sizes
+//! the client sends on the resize channel (`{"Width":W,"Height":H}`) are applied to it; the
+//! command starts once the client's first size is there (kubectl sends it right after
+//! connecting; a client that sends none is waited for [`FIRST_SIZE_WAIT`] at most).
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -16,9 +21,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use super::pty::{self, Size, SizeDecoder};
 use super::spdy;
 use super::ws::{self, Message};
 use crate::process::registry::Instance;
@@ -27,6 +33,17 @@ use crate::process::sandbox;
 /// How long a SPDY client has to open the streams it asked for (upstream's
 /// `streamCreationTimeout` default).
 const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a terminal exec waits for the client's first window size before it starts.
+const FIRST_SIZE_WAIT: Duration = Duration::from_millis(500);
+
+/// How long a terminal's last output is read after its command exited (a background
+/// process that keeps the terminal open must not hold the session).
+const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
+
+/// The end-of-file character of a terminal in canonical mode (`VEOF`, ^D): what a
+/// terminal's input gets when the client closes stdin.
+const VEOF: u8 = 0x04;
 
 /// Which streams the client asked for.
 #[derive(Debug, Clone, Copy, Default)]
@@ -95,10 +112,13 @@ pub(crate) enum Input {
     Eof,
 }
 
-/// A client's stream session over WebSocket or SPDY: channel data out, stdin in.
+/// A client's stream session over WebSocket or SPDY: channel data out, stdin and window
+/// sizes in.
 pub(crate) struct Session {
     out: mpsc::Sender<Outgoing>,
     input: mpsc::Receiver<Input>,
+    /// The client's latest terminal size, if it sent one.
+    resize: watch::Receiver<Option<Size>>,
     writer: JoinHandle<()>,
     reader: JoinHandle<()>,
 }
@@ -126,10 +146,12 @@ where
     let (out_tx, out_rx) = mpsc::channel::<Outgoing>(64);
     let writer = tokio::spawn(ws_writer(w, out_rx));
     let (in_tx, input) = mpsc::channel::<Input>(64);
-    let reader = tokio::spawn(ws_reader(r, in_tx, out_tx.clone()));
+    let (size_tx, resize) = watch::channel(None);
+    let reader = tokio::spawn(ws_reader(r, in_tx, size_tx, out_tx.clone()));
     Session {
         out: out_tx,
         input,
+        resize,
         writer,
         reader,
     }
@@ -153,13 +175,15 @@ async fn ws_writer<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Outgo
     }
 }
 
-/// Reads client messages until it closes; stdin goes to `stdin`.
+/// Reads client messages until it closes; stdin goes to `stdin`, window sizes to `sizes`.
 async fn ws_reader<R: AsyncRead + Unpin>(
     r: R,
     stdin: mpsc::Sender<Input>,
+    sizes: watch::Sender<Option<Size>>,
     out: mpsc::Sender<Outgoing>,
 ) {
     let mut r = ws::Reader::new(r);
+    let mut decoder = SizeDecoder::default();
     let mut pongs = Vec::new();
     loop {
         let msg = r.next(&mut pongs).await;
@@ -177,8 +201,11 @@ async fn ws_reader<R: AsyncRead + Unpin>(
                 CLOSE if d.get(1) == Some(&STDIN) => {
                     let _ = stdin.send(Input::Eof).await;
                 }
-                // The process runtime's terminals keep their size.
-                RESIZE => {}
+                RESIZE => {
+                    for size in decoder.feed(&d[1..]) {
+                        sizes.send_replace(Some(size));
+                    }
+                }
                 _ => {}
             },
             Ok(Message::Close) | Err(_) => {
@@ -245,13 +272,20 @@ where
         .collect();
     let (in_tx, input) = mpsc::channel::<Input>(64);
     let stdin = got.remove("stdin");
-    let resize = got.remove("resize");
+    let resize_stream = got.remove("resize");
+    let (size_tx, resize) = watch::channel(None);
     let reader = tokio::spawn(async move {
         // Streams opened later are refused (the receiver stays until the session ends).
         let _incoming = incoming;
-        if let Some(mut r) = resize {
-            // The process runtime's terminals keep their size.
-            tokio::spawn(async move { while r.data.recv().await.is_some() {} });
+        if let Some(mut r) = resize_stream {
+            tokio::spawn(async move {
+                let mut decoder = SizeDecoder::default();
+                while let Some(b) = r.data.recv().await {
+                    for size in decoder.feed(&b) {
+                        size_tx.send_replace(Some(size));
+                    }
+                }
+            });
         }
         match stdin {
             Some(mut s) => {
@@ -290,6 +324,7 @@ where
     Some(Session {
         out: out_tx,
         input,
+        resize,
         writer,
         reader,
     })
@@ -321,100 +356,180 @@ pub(crate) async fn exec(
     streams: Streams,
 ) {
     let out_tx = session.out.clone();
-    let mut in_rx = std::mem::replace(&mut session.input, mpsc::channel(1).1);
+    let in_rx = std::mem::replace(&mut session.input, mpsc::channel(1).1);
     let init = *instance
         .init_pid
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let status = match init {
         None => error_status("the container's process is not running"),
-        Some(pid) => {
-            let run_argv = if streams.tty {
-                // A terminal from util-linux `script` (the output is the pty's, with \r\n).
-                let line = argv
-                    .iter()
-                    .map(|a| sandbox::quote(a))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                vec![
-                    "/usr/bin/script".to_owned(),
-                    "-q".to_owned(),
-                    "-f".to_owned(),
-                    "-e".to_owned(),
-                    "-c".to_owned(),
-                    line,
-                    "/dev/null".to_owned(),
-                ]
-            } else {
-                argv.clone()
-            };
-            let mut cmd = sandbox::exec_command(pid, &instance.identity, &run_argv, false);
-            if streams.tty {
-                cmd.env("SHELL", "/bin/sh");
-                cmd.env("TERM", "xterm");
-            }
-            cmd.stdin(if streams.stdin {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            });
-            cmd.stdout(Stdio::piped());
-            cmd.stderr(Stdio::piped());
-            match cmd.spawn() {
-                Err(e) => error_status(&format!("failed to exec in container: {e}")),
-                Ok(mut child) => {
-                    let stdin_task = child.stdin.take().map(|mut pipe| {
-                        tokio::spawn(async move {
-                            while let Some(i) = in_rx.recv().await {
-                                match i {
-                                    Input::Data(b) => {
-                                        if pipe.write_all(&b).await.is_err() {
-                                            break;
-                                        }
-                                    }
-                                    Input::Eof => break,
-                                }
-                            }
-                        })
-                    });
-                    let out = child
-                        .stdout
-                        .take()
-                        .filter(|_| streams.stdout || streams.tty)
-                        .map(|s| tokio::spawn(pump(s, STDOUT, out_tx.clone())));
-                    let err = child
-                        .stderr
-                        .take()
-                        .filter(|_| streams.stderr || streams.tty)
-                        .map(|s| {
-                            tokio::spawn(pump(
-                                s,
-                                if streams.tty { STDOUT } else { STDERR },
-                                out_tx.clone(),
-                            ))
-                        });
-                    let code = match child.wait().await {
-                        Ok(s) => {
-                            use std::os::unix::process::ExitStatusExt;
-                            s.code()
-                                .or_else(|| s.signal().map(|sig| 128 + sig))
-                                .unwrap_or(-1)
-                        }
-                        Err(_) => -1,
-                    };
-                    for t in [out, err].into_iter().flatten() {
-                        let _ = t.await;
-                    }
-                    if let Some(t) = stdin_task {
-                        t.abort();
-                    }
-                    exit_status(&argv, code)
-                }
-            }
+        Some(pid) if streams.tty => {
+            let resize = session.resize.clone();
+            run_on_terminal(pid, &instance, &argv, streams, in_rx, resize, &out_tx).await
         }
+        Some(pid) => run_piped(pid, &instance, &argv, streams, in_rx, &out_tx).await,
     };
     drop(out_tx);
     session.finish(status).await;
+}
+
+/// The exit code of a finished child (128 + the signal that killed it).
+fn exit_code(status: &std::io::Result<std::process::ExitStatus>) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Ok(s) => s
+            .code()
+            .or_else(|| s.signal().map(|sig| 128 + sig))
+            .unwrap_or(-1),
+        Err(_) => -1,
+    }
+}
+
+/// Runs `argv` with pipes: stdout and stderr on their own channels.
+async fn run_piped(
+    pid: u32,
+    instance: &Instance,
+    argv: &[String],
+    streams: Streams,
+    mut in_rx: mpsc::Receiver<Input>,
+    out_tx: &mpsc::Sender<Outgoing>,
+) -> Value {
+    let mut cmd = sandbox::exec_command(pid, &instance.identity, argv, false);
+    cmd.stdin(if streams.stdin {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    cmd.stdout(Stdio::piped());
+    cmd.stderr(Stdio::piped());
+    let mut child = match cmd.spawn() {
+        Err(e) => return error_status(&format!("failed to exec in container: {e}")),
+        Ok(child) => child,
+    };
+    let stdin_task = child.stdin.take().map(|mut pipe| {
+        tokio::spawn(async move {
+            while let Some(i) = in_rx.recv().await {
+                match i {
+                    Input::Data(b) => {
+                        if pipe.write_all(&b).await.is_err() {
+                            break;
+                        }
+                    }
+                    Input::Eof => break,
+                }
+            }
+        })
+    });
+    let out = child
+        .stdout
+        .take()
+        .filter(|_| streams.stdout)
+        .map(|s| tokio::spawn(pump(s, STDOUT, out_tx.clone())));
+    let err = child
+        .stderr
+        .take()
+        .filter(|_| streams.stderr)
+        .map(|s| tokio::spawn(pump(s, STDERR, out_tx.clone())));
+    let code = exit_code(&child.wait().await);
+    for t in [out, err].into_iter().flatten() {
+        let _ = t.await;
+    }
+    if let Some(t) = stdin_task {
+        t.abort();
+    }
+    exit_status(argv, code)
+}
+
+/// Runs `argv` on a pseudo-terminal: its output (stdout and stderr merged, as a terminal
+/// does) on stdout, the client's window sizes applied as they come.
+async fn run_on_terminal(
+    pid: u32,
+    instance: &Instance,
+    argv: &[String],
+    streams: Streams,
+    mut in_rx: mpsc::Receiver<Input>,
+    mut resize: watch::Receiver<Option<Size>>,
+    out_tx: &mpsc::Sender<Outgoing>,
+) -> Value {
+    let id = &instance.identity;
+    let terminal = match pty::open(pid, id.uid, id.gid) {
+        Ok(t) => t,
+        Err(e) => return error_status(&format!("failed to open a terminal: {e}")),
+    };
+    let _ = tokio::time::timeout(FIRST_SIZE_WAIT, resize.wait_for(Option::is_some)).await;
+    if let Some(size) = *resize.borrow_and_update()
+        && let Err(e) = pty::resize(&terminal.master, size)
+    {
+        tracing::debug!(error = %e, "terminal resize failed");
+    }
+    let ends = (|| {
+        Ok::<_, std::io::Error>((
+            terminal.slave.try_clone()?,
+            terminal.slave.try_clone()?,
+            terminal.master.try_clone()?,
+            terminal.master.try_clone()?,
+        ))
+    })();
+    let (slave_in, slave_out, master_read, master_write) = match ends {
+        Ok(e) => e,
+        Err(e) => return error_status(&format!("failed to open a terminal: {e}")),
+    };
+    let mut cmd = sandbox::exec_command(pid, id, argv, true);
+    cmd.stdin(Stdio::from(slave_in));
+    cmd.stdout(Stdio::from(slave_out));
+    cmd.stderr(Stdio::from(terminal.slave));
+    let spawned = cmd.spawn();
+    // The command's copies of the slave go with it: the master reads EIO once every
+    // process of the terminal is gone.
+    drop(cmd);
+    let mut child = match spawned {
+        Err(e) => return error_status(&format!("failed to exec in container: {e}")),
+        Ok(child) => child,
+    };
+    let master = terminal.master;
+    let out = tokio::spawn(pump(
+        tokio::fs::File::from_std(master_read),
+        STDOUT,
+        out_tx.clone(),
+    ));
+    let stdin_task = streams.stdin.then(|| {
+        let mut w = tokio::fs::File::from_std(master_write);
+        tokio::spawn(async move {
+            while let Some(i) = in_rx.recv().await {
+                let bytes = match &i {
+                    Input::Data(b) => &b[..],
+                    Input::Eof => &[VEOF][..],
+                };
+                if w.write_all(bytes).await.is_err() || w.flush().await.is_err() {
+                    break;
+                }
+                if matches!(i, Input::Eof) {
+                    break;
+                }
+            }
+        })
+    });
+    let resize_task = tokio::spawn(async move {
+        while resize.changed().await.is_ok() {
+            let size = *resize.borrow_and_update();
+            if let Some(size) = size
+                && let Err(e) = pty::resize(&master, size)
+            {
+                tracing::debug!(error = %e, "terminal resize failed");
+            }
+        }
+    });
+    let code = exit_code(&child.wait().await);
+    let abort = out.abort_handle();
+    if tokio::time::timeout(OUTPUT_DRAIN, out).await.is_err() {
+        tracing::debug!("terminal still open after its command exited: output cut");
+        abort.abort();
+    }
+    resize_task.abort();
+    if let Some(t) = stdin_task {
+        t.abort();
+    }
+    exit_status(argv, code)
 }
 
 /// Attaches the client's `session` to `instance`'s stdin and output until it ends.
