@@ -890,12 +890,13 @@ async fn run(ctx: Context, shutdown: CancellationToken) -> anyhow::Result<()> {
         .watch::<HorizontalPodAutoscaler>(
             // New HPAs and spec changes are evaluated at once; each HPA is otherwise
             // evaluated once per sync period (its own status writes do not requeue it, as
-            // upstream's rate limiter of one resync period).
+            // upstream's rate limiter of one resync period). The spec is compared: v1.33's
+            // HPA strategy sets no `metadata.generation`.
             Box::new(
                 move |old: Option<&HorizontalPodAutoscaler>,
                       new: Option<&HorizontalPodAutoscaler>| {
                     if let Some(h) = new
-                        && old.is_none_or(|o| o.metadata.generation != h.metadata.generation)
+                        && old.is_none_or(|o| o.spec != h.spec)
                     {
                         q.add(informer::key(h));
                     }

@@ -114,83 +114,15 @@ struct Gap {
     reason: &'static str,
 }
 
-const FIELD_MANAGER_DOT: &str = "the field manager marks only maps (labels, data) as members \
-     (`.`); upstream's also marks associative lists and pointer structs the create added \
-     (`f:ports`, `f:rollingUpdate`, `f:persistentVolumeClaimRetentionPolicy`): apiserver/src/apply";
-
-const GAPS: &[Gap] = &[
-    Gap {
-        kinds: &["pod", "service"],
-        format: "json",
-        expected: r#""f:ports":{".":{},"#,
-        written: r#""f:ports":{"#,
-        reason: FIELD_MANAGER_DOT,
-    },
-    Gap {
-        kinds: &["pod"],
-        format: "yaml",
-        expected: "f:ports:\n              .: {}\n",
-        written: "f:ports:\n",
-        reason: FIELD_MANAGER_DOT,
-    },
-    Gap {
-        kinds: &["service"],
-        format: "yaml",
-        expected: "f:ports:\n          .: {}\n",
-        written: "f:ports:\n",
-        reason: FIELD_MANAGER_DOT,
-    },
-    Gap {
-        kinds: &["deployment", "daemonset", "statefulset"],
-        format: "json",
-        expected: r#""f:rollingUpdate":{".":{},"#,
-        written: r#""f:rollingUpdate":{"#,
-        reason: FIELD_MANAGER_DOT,
-    },
-    Gap {
-        kinds: &["deployment", "daemonset", "statefulset"],
-        format: "yaml",
-        expected: "f:rollingUpdate:\n            .: {}\n",
-        written: "f:rollingUpdate:\n",
-        reason: FIELD_MANAGER_DOT,
-    },
-    Gap {
-        kinds: &["statefulset"],
-        format: "json",
-        expected: r#""f:persistentVolumeClaimRetentionPolicy":{".":{},"#,
-        written: r#""f:persistentVolumeClaimRetentionPolicy":{"#,
-        reason: FIELD_MANAGER_DOT,
-    },
-    Gap {
-        kinds: &["statefulset"],
-        format: "yaml",
-        expected: "f:persistentVolumeClaimRetentionPolicy:\n          .: {}\n",
-        written: "f:persistentVolumeClaimRetentionPolicy:\n",
-        reason: FIELD_MANAGER_DOT,
-    },
-];
+const GAPS: &[Gap] = &[];
 
 /// Kinds not compared yet (their body is printed), each with why; one that matches fails
 /// the test, so that it is taken off this list.
 const NOT_YET: &[(&str, &str)] = &[
     (
-        "job",
-        "managedFields are recorded after the strategy's PrepareForCreate (generated selector \
-         and labels in kubectl-create's set); upstream records them before (handlers/mod.rs)",
-    ),
-    (
-        "namespace",
-        "managedFields are recorded after PrepareForCreate (spec.finalizers in kubectl-create's \
-         set); upstream records them before (handlers/mod.rs)",
-    ),
-    (
         "persistentvolumeclaim",
         "the StorageObjectInUseProtection admission plugin (finalizer \
          kubernetes.io/pvc-protection) is missing",
-    ),
-    (
-        "horizontalpodautoscaler",
-        "metadata.generation is set on create; upstream's HPA strategy sets none",
     ),
     (
         "customresourcedefinition",

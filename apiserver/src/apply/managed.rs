@@ -3,6 +3,9 @@
 //! [`record_update`] is what every create, update and patch does; [`apply`] is server-side
 //! apply (conflicts, `force`, removal of fields a manager stopped applying).
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
 use serde_json::{Map, Value, json};
 
 use super::fieldset::{self, Set};
@@ -181,10 +184,11 @@ pub fn record_update(
         return;
     }
     let carried = given.is_some();
-    let (old_part, new_part) = (
-        owned_part_in(old, subresource),
-        owned_part_in(new, subresource),
-    );
+    // Upstream compares typed objects: what `old` lacks but Go always writes (a create's
+    // `old` is the kind's zero value) is there, so only pointers, `omitempty` fields, list
+    // items and map entries can be added (and marked `.`).
+    let old_part = owned_part_in(&with_go_zero(old, new), subresource);
+    let new_part = owned_part_in(new, subresource);
     let changed = merge::changed(&old_part, &new_part, ty);
     // Status entries and the others own disjoint parts: a write checks the part it sees.
     let sees = |sub: &str| status_side(subresource) == status_side(sub);
@@ -290,6 +294,48 @@ pub fn record_update(
         })
         .collect();
     put(new, out);
+}
+
+/// The Go zero value of each kind, by apiVersion and kind.
+type ZeroObjects = HashMap<(String, String), Map<String, Value>>;
+
+/// `old` with the fields Go's encoder always writes for the kind of `new` (non-pointer
+/// structs, and nil slices, maps and pointers without `omitempty` as `null`) where `old`
+/// lacks them; unchanged for kinds the codec has no Go type of (custom resources).
+fn with_go_zero(old: &Map<String, Value>, new: &Map<String, Value>) -> Map<String, Value> {
+    static ZEROS: OnceLock<Mutex<ZeroObjects>> = OnceLock::new();
+    let str_of = |k: &str| new.get(k).or_else(|| old.get(k)).and_then(Value::as_str);
+    let (Some(api_version), Some(kind)) = (str_of("apiVersion"), str_of("kind")) else {
+        return old.clone();
+    };
+    let key = (api_version.to_owned(), kind.to_owned());
+    let zeros = ZEROS.get_or_init(Mutex::default);
+    let cached = zeros.lock().ok().and_then(|z| z.get(&key).cloned());
+    let zero = cached.unwrap_or_else(|| {
+        let typed = json!({ "apiVersion": api_version, "kind": kind });
+        let written = crate::codec::go_json::to_vec(&typed);
+        let zero: Map<String, Value> = serde_json::from_slice(&written).unwrap_or_default();
+        if let Ok(mut z) = zeros.lock() {
+            z.insert(key, zero.clone());
+        }
+        zero
+    });
+    let mut out = old.clone();
+    fill(&mut out, &zero);
+    out
+}
+
+/// Adds the fields of `zero` that `into` lacks, recursively through objects both have.
+fn fill(into: &mut Map<String, Value>, zero: &Map<String, Value>) {
+    for (k, z) in zero {
+        match (into.get_mut(k), z) {
+            (None, _) => {
+                into.insert(k.clone(), z.clone());
+            }
+            (Some(Value::Object(mine)), Value::Object(z)) => fill(mine, z),
+            _ => {}
+        }
+    }
 }
 
 /// `obj`'s `metadata` map, if it has one.

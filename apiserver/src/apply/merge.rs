@@ -105,25 +105,17 @@ fn value_set(v: &Value, meta: &FieldMeta) -> Set {
 }
 
 /// The fields an update from `old` to `new` added or changed (structured-merge-diff's
-/// comparison), for the manager of an Update operation.
+/// comparison), for the manager of an Update operation. A node `old` lacks is added with
+/// its whole subtree, every node a member (`.` on a new list item, map or pointer struct);
+/// a node `old` has (even as `null`, as Go writes nil slices) is compared below itself.
 pub fn changed(old: &Map<String, Value>, new: &Map<String, Value>, ty: Ty) -> Set {
     let mut set = Set::default();
     for (k, v) in new {
         let meta = ty.field(k);
         let child = match old.get(k) {
-            None => {
-                let mut s = match v {
-                    Value::Object(m) if !atomic_object(&meta) => {
-                        changed(&Map::new(), m, meta.value_ty())
-                    }
-                    _ => value_set(v, &meta),
-                };
-                let map = meta.shape_is_map() || (v.is_object() && meta.elem.is_none());
-                if !ty.declares(k) || s.is_empty() || map {
-                    s.member = true;
-                }
-                s
-            }
+            // `ObjectMeta` is a non-pointer struct wherever it is: never added itself.
+            None if k == "metadata" => changed_value(&Value::Null, v, &meta),
+            None => added(v, &meta),
             Some(o) => changed_value(o, v, &meta),
         };
         if !child.is_empty() {
@@ -133,12 +125,61 @@ pub fn changed(old: &Map<String, Value>, new: &Map<String, Value>, ty: Ty) -> Se
     set
 }
 
+/// The set of a value that is new in an update: the node and everything below it (an
+/// atomic value is one leaf).
+fn added(v: &Value, meta: &FieldMeta) -> Set {
+    let mut set = match v {
+        Value::Object(m) if !atomic_object(meta) => added_object(m, meta.value_ty()),
+        Value::Array(items) => match list_kind(meta) {
+            ListKind::Atomic => Set::default(),
+            kind => {
+                let mut set = Set::default();
+                for (i, item) in items.iter().enumerate() {
+                    set.children
+                        .insert(item_element(item, &kind, i), added_item(item, &kind, meta));
+                }
+                set
+            }
+        },
+        _ => Set::default(),
+    };
+    set.member = true;
+    set
+}
+
+fn added_object(m: &Map<String, Value>, ty: Ty) -> Set {
+    let mut set = Set::default();
+    for (k, v) in m {
+        set.children
+            .insert(fieldset::field(k), added(v, &ty.field(k)));
+    }
+    set
+}
+
+/// A new list item: its fields too when it is an associative list's object.
+fn added_item(item: &Value, kind: &ListKind, meta: &FieldMeta) -> Set {
+    let mut set = match (kind, item) {
+        (ListKind::Map(_), Value::Object(m)) => added_object(m, meta.item_ty()),
+        _ => Set::default(),
+    };
+    set.member = true;
+    set
+}
+
 fn changed_value(old: &Value, new: &Value, meta: &FieldMeta) -> Set {
+    static NO_ITEMS: Vec<Value> = Vec::new();
     match (old, new) {
         (Value::Object(o), Value::Object(n)) if !atomic_object(meta) => {
             changed(o, n, meta.value_ty())
         }
-        (Value::Array(o), Value::Array(n)) if !matches!(list_kind(meta), ListKind::Atomic) => {
+        // Go's nil map or pointer (`null`) then a value: its fields are added, not the node.
+        (Value::Null, Value::Object(n)) if !atomic_object(meta) => {
+            changed(&Map::new(), n, meta.value_ty())
+        }
+        (Value::Array(_) | Value::Null, Value::Array(n))
+            if !matches!(list_kind(meta), ListKind::Atomic) =>
+        {
+            let o = old.as_array().unwrap_or(&NO_ITEMS);
             let kind = list_kind(meta);
             let mut set = Set::default();
             for (i, item) in n.iter().enumerate() {
@@ -148,14 +189,7 @@ fn changed_value(old: &Value, new: &Value, meta: &FieldMeta) -> Set {
                     .enumerate()
                     .find(|(j, x)| item_element(x, &kind, *j) == element);
                 let child = match (before, item) {
-                    (None, _) => {
-                        let mut s = match item {
-                            Value::Object(m) => object_set(m, meta.item_ty()),
-                            _ => Set::default(),
-                        };
-                        s.member = true;
-                        s
-                    }
+                    (None, _) => added_item(item, &kind, meta),
                     (Some((_, Value::Object(bo))), Value::Object(bn)) => {
                         changed(bo, bn, meta.item_ty())
                     }

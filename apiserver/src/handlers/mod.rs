@@ -1066,12 +1066,16 @@ async fn create(
             generate_name = Some(generate);
         }
     }
+    // Upstream's create handler records the request's fields (as decoded and defaulted)
+    // before admission and the strategy's PrepareForCreate: what those set (a Job's
+    // generated selector, a Namespace's `spec.finalizers`, admission's finalizers) is owned
+    // by no manager.
+    crate::apply::record_update(r, &mut obj, &Map::new(), q, headers);
     object::prepare_for_create(r, &mut obj);
     strategy::prepare_for_create(r, &mut obj);
     // Upstream also defaults when decoding from storage: status cleared above reads back
     // with its defaults (e.g. PVC status.phase).
     crate::defaults::apply(r, &mut obj);
-    crate::apply::record_update(r, &mut obj, &Map::new(), q, headers);
     if r.namespaced {
         check_namespace(ctx, namespace).await?;
     }

@@ -18,7 +18,6 @@ const GENERATION_TRACKED: &[&str] = &[
     "replicationcontrollers",
     "jobs",
     "cronjobs",
-    "horizontalpodautoscalers",
     "poddisruptionbudgets",
     "networkpolicies",
     "ingresses",
