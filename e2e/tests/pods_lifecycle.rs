@@ -2,7 +2,8 @@
 //! --node-runtime process`), as the kubelet runs them: a startup probe holds back liveness
 //! and readiness (and `started`) until it passes, and restarts a container that never
 //! starts; a postStart hook runs beside the container's command and must succeed before the
-//! container counts as started (a failing one kills the container: `FailedPostStartHook`);
+//! container counts as started (a failing one stops the container — preStop, SIGTERM —
+//! as the kubelet's killContainer: `FailedPostStartHook`);
 //! a preStop hook (exec or httpGet) runs when the pod is deleted, before SIGTERM reaches
 //! the container.
 
@@ -276,21 +277,32 @@ spec:
     assert!(order.starts_with("pre-stop\nTERM\n"), "{order}");
     ok(&s, &["delete", "pod", "unlive", "--wait=false"]);
 
-    // A failing postStart hook kills the container, which restarts as its policy says.
+    // A failing postStart hook stops the container as the kubelet's killContainer does:
+    // its preStop hook, then SIGTERM (exit 0 from the trap, not 137), then a restart as its
+    // policy says. (The hook fails once the shell's TERM trap is in place.)
     apply(
         &s,
-        r#"apiVersion: v1
+        &format!(
+            r#"apiVersion: v1
 kind: Pod
-metadata: {name: badhook}
+metadata: {{name: badhook}}
 spec:
+  terminationGracePeriodSeconds: 10
+  volumes:
+  - name: shared
+    hostPath: {{path: "{dir}", type: Directory}}
   containers:
   - name: c
     image: busybox
-    command: [sh, -c, "exec sleep 3643"]
+    volumeMounts: [{{name: shared, mountPath: /shared}}]
+    command: [sh, -c, "trap 'echo TERM >> /shared/hook-order; exit 0' TERM; touch /shared/hook-trap; while true; do sleep 0.1; done"]
     lifecycle:
       postStart:
-        exec: {command: [sh, -c, "echo no good >&2; exit 7"]}
-"#,
+        exec: {{command: [sh, -c, "while [ ! -f /shared/hook-trap ]; do sleep 0.1; done; echo no good >&2; exit 7"]}}
+      preStop:
+        exec: {{command: [sh, -c, "echo pre-stop >> /shared/hook-order"]}}
+"#
+        ),
     );
     wait_for(&s, 60, "badhook restarted", || {
         let c = container(&s, "badhook", "c");
@@ -298,6 +310,9 @@ spec:
     });
     let c = container(&s, "badhook", "c");
     assert_eq!(c["started"], false, "{c}");
+    assert_eq!(c["lastState"]["terminated"]["exitCode"], 0, "{c}");
+    let order = std::fs::read_to_string(shared.path().join("hook-order")).expect("order");
+    assert!(order.starts_with("pre-stop\nTERM\n"), "{order}");
     let ev = events(&s, "badhook");
     assert!(ev.contains("FailedPostStartHook"), "{ev}");
 }

@@ -74,8 +74,9 @@ struct Proc {
     /// Its `preStop` hook.
     pre_stop: Option<LifecycleHandler>,
     /// Grace periods when a liveness or a startup probe stops it (the probe's
-    /// `terminationGracePeriodSeconds`, else the pod's; capped by `--max-grace`).
-    probe_grace: (Duration, Duration),
+    /// `terminationGracePeriodSeconds`, else the pod's), and when a failed `postStart`
+    /// hook does (the pod's); capped by `--max-grace`.
+    probe_grace: (Duration, Duration, Duration),
     /// Turns true when the process has ended.
     done: watch::Receiver<bool>,
 }
@@ -194,7 +195,7 @@ impl Driver {
                     "Killing",
                     format!("Container {name} failed {which} probe, will be restarted"),
                 );
-                self.stop_instance(&id, outcome.kind == probe::Kind::Startup);
+                self.stop_instance(&id, outcome.kind);
             }
             probe::Kind::PostStart => {
                 sim.event(
@@ -203,7 +204,8 @@ impl Driver {
                     "FailedPostStartHook",
                     format!("PostStartHook failed: {}", outcome.message),
                 );
-                self.kill_instance(&id).await;
+                // As the kubelet's killContainer: preStop, SIGTERM, SIGKILL after the grace.
+                self.stop_instance(&id, probe::Kind::PostStart);
             }
             probe::Kind::PreStop => {
                 sim.event(
@@ -217,19 +219,20 @@ impl Driver {
         }
     }
 
-    /// Stops instance `id` as the kubelet stops a container a probe failed: its preStop
-    /// hook, SIGTERM, and SIGKILL once the grace period (at least 2 s after the hook, as
-    /// the kubelet) has run out. It restarts as its policy says.
-    fn stop_instance(&mut self, id: &str, startup: bool) {
+    /// Stops instance `id` as the kubelet stops a container a probe or its `postStart`
+    /// hook (`why`) failed: its preStop hook, SIGTERM, and SIGKILL once the grace period
+    /// (at least 2 s after the hook, as the kubelet) has run out. It restarts as its
+    /// policy says.
+    fn stop_instance(&mut self, id: &str, why: probe::Kind) {
         let Some(p) = self.procs.iter_mut().find(|p| p.id == id) else {
             return;
         };
         let Some(pid) = p.target() else { return };
         p.killed = true;
-        let grace = if startup {
-            p.probe_grace.1
-        } else {
-            p.probe_grace.0
+        let grace = match why {
+            probe::Kind::Liveness => p.probe_grace.0,
+            probe::Kind::Startup => p.probe_grace.1,
+            _ => p.probe_grace.2,
         };
         let (hook, target, mut done) = (p.pre_stop.clone(), p.target.clone(), p.done.clone());
         let (tx, index, id) = (self.exits_tx.clone(), p.index, p.id.clone());
@@ -257,16 +260,6 @@ impl Driver {
                 sandbox::signal(pid, "KILL").await;
             }
         });
-    }
-
-    /// SIGKILLs instance `id` (it restarts as its policy says).
-    async fn kill_instance(&mut self, id: &str) {
-        if let Some(p) = self.procs.iter_mut().find(|p| p.id == id) {
-            if let Some(pid) = p.target() {
-                sandbox::signal(pid, "KILL").await;
-            }
-            p.killed = true;
-        }
     }
 
     /// Applies an exit to the state machine.
@@ -760,6 +753,7 @@ impl Driver {
         let probe_grace = (
             grace_of(spec_c.liveness_probe.as_ref()),
             grace_of(spec_c.startup_probe.as_ref()),
+            grace_of(None),
         );
         let gated = spec_c.startup_probe.is_some() || hooks.post_start.is_some();
         let (started_tx, started_rx) = watch::channel(!gated);
