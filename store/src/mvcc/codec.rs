@@ -195,7 +195,7 @@ impl Mvcc {
             })
             .collect();
         let mut keys = BTreeMap::new();
-        let mut by_rev = BTreeMap::new();
+        let mut by_rev = Vec::new();
         for kh in data.keys {
             let versions: Vec<Record> = kh
                 .versions
@@ -209,7 +209,7 @@ impl Mvcc {
                 })
                 .collect();
             for r in versions.iter().filter(|r| r.rev.main >= data.compacted) {
-                by_rev.insert(r.rev, kh.key.clone());
+                by_rev.push((r.rev, kh.key.clone()));
             }
             let live_lease = versions.last().filter(|r| r.version != 0 && r.lease != 0);
             if let Some(l) = live_lease.and_then(|last| leases.get_mut(&last.lease)) {
@@ -219,7 +219,8 @@ impl Mvcc {
         }
         Ok(Mvcc {
             keys,
-            by_rev,
+            by_rev: super::rev_index::RevIndex::from_unsorted(by_rev),
+            arena: super::arena::Arena::default(),
             revision: data.revision,
             compacted: data.compacted,
             leases,

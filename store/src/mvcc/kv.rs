@@ -17,7 +17,9 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
+use super::arena::Arena;
 use super::cluster::ClusterRecord;
+use super::rev_index::RevIndex;
 use super::revision::Revision;
 use crate::command::{Applied, Op};
 use crate::error::{Result, StoreError};
@@ -153,12 +155,14 @@ pub(super) struct LeaseEntry {
 pub struct Mvcc {
     pub(super) keys: BTreeMap<Bytes, Vec<Record>>,
     /// Every retained change by revision, so watchers can replay history in order.
-    pub(super) by_rev: BTreeMap<Revision, Bytes>,
+    pub(super) by_rev: RevIndex,
     pub(super) revision: i64,
     pub(super) compacted: i64,
     pub(super) leases: BTreeMap<i64, LeaseEntry>,
     /// The replicated membership (see [`ClusterRecord`]).
     pub(super) cluster: ClusterRecord,
+    /// Where new keys and small values are packed.
+    pub(super) arena: Arena,
 }
 
 impl Default for Mvcc {
@@ -166,11 +170,12 @@ impl Default for Mvcc {
         // As in etcd, an empty store is at revision 1; the first write makes revision 2.
         Mvcc {
             keys: BTreeMap::new(),
-            by_rev: BTreeMap::new(),
+            by_rev: RevIndex::default(),
             revision: 1,
             compacted: 0,
             leases: BTreeMap::new(),
             cluster: ClusterRecord::default(),
+            arena: Arena::default(),
         }
     }
 }
@@ -479,7 +484,11 @@ impl Mvcc {
     }
 
     fn put(&mut self, req: pb::PbPutRequest, cur: &mut WriteCursor) -> pb::PbPutResponse {
-        let key = Bytes::from(req.key);
+        // A key written before keeps its bytes (its history and leases share them).
+        let key = match self.keys.get_key_value(req.key.as_slice()) {
+            Some((k, _)) => k.clone(),
+            None => self.arena.store(&req.key),
+        };
         let prev = self
             .keys
             .get(&key)
@@ -487,6 +496,7 @@ impl Mvcc {
             .cloned();
         let value = match (&prev, req.ignore_value) {
             (Some(p), true) => p.value.clone(),
+            _ if req.value.len() <= super::arena::MAX_PACKED => self.arena.store(&req.value),
             _ => super::shared_value::share(cur.source, req.value),
         };
         let lease = match (&prev, req.ignore_lease) {
@@ -679,7 +689,7 @@ impl Mvcc {
             }
             !versions.is_empty()
         });
-        self.by_rev = self.by_rev.split_off(&Revision::new(rev, 0));
+        self.by_rev.drop_before(Revision::new(rev, 0));
         self.compacted = rev;
         Ok(())
     }
@@ -745,7 +755,7 @@ impl Mvcc {
         range: &'a KeyRange,
     ) -> impl Iterator<Item = (Revision, &'a Bytes, &'a [Record], usize)> + 'a {
         self.by_rev
-            .range(Revision::new(from, 0)..)
+            .from(Revision::new(from, 0))
             .filter(|(_, key)| range.contains(key))
             .filter_map(|(rev, key)| {
                 let versions = self.keys.get(key)?;
