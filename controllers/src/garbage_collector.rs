@@ -52,14 +52,41 @@ struct Node {
     finalizers: Vec<String>,
 }
 
+/// A uid in 16 bytes: the canonical (lower-case, hyphenated) UUID form every uid the API
+/// server assigns has. Other uids stay strings (their objects get a full [`Node`]).
+type CompactUid = [u8; 16];
+
+/// `uid` as a [`CompactUid`] when it is a canonical UUID (so it converts back unchanged).
+fn compact_uid(uid: &str) -> Option<CompactUid> {
+    let parsed = uuid::Uuid::try_parse(uid).ok()?;
+    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    (parsed.hyphenated().encode_lower(&mut buf) == uid).then(|| *parsed.as_bytes())
+}
+
+/// The uid string of a [`CompactUid`].
+fn uid_string(uid: &CompactUid) -> String {
+    uuid::Uuid::from_bytes(*uid).hyphenated().to_string()
+}
+
+/// The graph of ownerReferences. Objects with ownerReferences, or being deleted, are
+/// [`Node`]s; every other object (no owners, not deleting: most of a cluster, e.g. a
+/// namespace's ConfigMaps) is only a 16-byte uid and its resource in `plain`, as nothing is
+/// ever done to it by uid: it matters to the collector only as a live owner (whose
+/// dependents' ownerReferences are not dangling) and, when it goes, through `dependents`.
 #[derive(Default)]
 struct Graph {
     nodes: HashMap<String, Node>,
+    /// Live objects without ownerReferences: compact uid → resource index.
+    plain: HashMap<CompactUid, u16>,
     dependents: HashMap<String, HashSet<String>>,
     resources: Vec<Resource>,
     /// What the graph holds of each resource (same index as `resources`), for `/metrics`.
     usage: Vec<Arc<lean::caches::CacheUsage>>,
 }
+
+/// Bytes a `plain` entry takes in the graph, estimated: the pair and hashbrown's control
+/// byte, at its usual load.
+const PLAIN_BYTES: usize = (std::mem::size_of::<(CompactUid, u16)>() + 1) * 8 / 7;
 
 /// Bytes a node takes in the graph, estimated: its strings plus the map's and the struct's
 /// fixed parts.
@@ -89,6 +116,44 @@ fn node_bytes(uid_len: usize, n: &Node) -> usize {
 }
 
 impl Graph {
+    /// Records the object `uid` of `resource` as it is now: a `plain` entry when it has no
+    /// owners and is not being deleted (and its uid is a canonical UUID), else a node.
+    fn insert(&mut self, uid: String, node: Node) {
+        if node.owners.is_empty()
+            && !node.deleting
+            && let (Some(key), Ok(resource)) = (compact_uid(&uid), u16::try_from(node.resource))
+        {
+            if let Some(u) = self.usage.get(node.resource) {
+                u.add(PLAIN_BYTES);
+            }
+            self.plain.insert(key, resource);
+            return;
+        }
+        self.insert_node(uid, node);
+    }
+
+    /// Forgets the object `uid`; returns its owners when it was known (empty for a `plain`
+    /// entry) and its node, if it had one.
+    fn remove(&mut self, uid: &str) -> Option<Vec<OwnerReference>> {
+        if let Some(node) = self.remove_node(uid) {
+            return Some(node.owners);
+        }
+        let key = compact_uid(uid)?;
+        let resource = self.plain.remove(&key)?;
+        if let Some(u) = self.usage.get(usize::from(resource)) {
+            u.remove(PLAIN_BYTES);
+        }
+        Some(Vec::new())
+    }
+
+    /// Whether `uid` is an object the graph knows that is not being deleted.
+    fn is_live(&self, uid: &str) -> bool {
+        match self.nodes.get(uid) {
+            Some(n) => !n.deleting,
+            None => compact_uid(uid).is_some_and(|k| self.plain.contains_key(&k)),
+        }
+    }
+
     /// Inserts (or replaces) a node, keeping the usage figures.
     fn insert_node(&mut self, uid: String, node: Node) {
         let uid_len = uid.len();
@@ -150,16 +215,23 @@ impl Shared {
         let mut wake = Vec::new();
         {
             let mut g = self.graph();
-            let gone: Vec<String> = g
+            let mut gone: Vec<String> = g
                 .nodes
                 .iter()
                 .filter(|(uid, n)| n.resource == resource && !seen.contains(*uid))
                 .map(|(uid, _)| uid.clone())
                 .collect();
+            gone.extend(
+                g.plain
+                    .iter()
+                    .filter(|(_, r)| usize::from(**r) == resource)
+                    .map(|(k, _)| uid_string(k))
+                    .filter(|uid| !seen.contains(uid)),
+            );
             for uid in gone {
-                if let Some(n) = g.remove_node(&uid) {
-                    g.unlink(&uid, &n.owners);
-                    wake.extend(n.owners.iter().map(|o| o.uid.clone()));
+                if let Some(owners) = g.remove(&uid) {
+                    g.unlink(&uid, &owners);
+                    wake.extend(owners.iter().map(|o| o.uid.clone()));
                 }
                 if let Some(deps) = g.dependents.get(&uid) {
                     wake.extend(deps.iter().cloned());
@@ -185,9 +257,9 @@ impl Shared {
         let mut wake: Vec<String> = Vec::new();
         {
             let mut g = self.graph();
-            let old = g.remove_node(&uid);
+            let old = g.remove(&uid);
             if let Some(old) = &old {
-                g.unlink(&uid, &old.owners);
+                g.unlink(&uid, old);
             }
             if deleted {
                 // Dependents of a gone owner may be garbage; owners waiting on it may finish.
@@ -212,10 +284,8 @@ impl Shared {
                 }
                 // Look at the object when an owner is unknown to the graph (maybe gone) or
                 // being deleted, as upstream's virtual nodes and owner-change checks.
-                let owners_changed = old.as_ref().is_none_or(|o| o.owners != owners);
-                let suspicious = owners
-                    .iter()
-                    .any(|o| g.nodes.get(&o.uid).is_none_or(|n| n.deleting));
+                let owners_changed = old.as_ref().is_none_or(|o| *o != owners);
+                let suspicious = owners.iter().any(|o| !g.is_live(&o.uid));
                 if owners_changed && suspicious {
                     wake.push(uid.clone());
                 }
@@ -231,7 +301,7 @@ impl Shared {
                     // Owners deleting in the foreground re-check their blocking dependents.
                     wake.extend(owners.iter().map(|o| o.uid.clone()));
                 }
-                g.insert_node(uid.clone(), node);
+                g.insert(uid.clone(), node);
             }
         }
         for w in wake {
@@ -677,5 +747,51 @@ async fn remove_finalizer(
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(owners: Vec<OwnerReference>, deleting: bool) -> Node {
+        Node {
+            resource: 0,
+            namespace: Some("ns".into()),
+            name: "n".into(),
+            owners,
+            deleting,
+            finalizers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_objects_with_owners_or_being_deleted_are_nodes() {
+        let plain = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        let owned = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
+        let odd = "not-a-uuid";
+        let upper = "0F8FAD5B-D9CB-469F-A165-70867728950E";
+        assert_eq!(
+            compact_uid(plain).map(|k| uid_string(&k)).as_deref(),
+            Some(plain)
+        );
+        assert_eq!(compact_uid(upper), None);
+        let owner_ref = OwnerReference {
+            uid: plain.into(),
+            ..OwnerReference::default()
+        };
+        let mut g = Graph::default();
+        g.insert(plain.into(), node(Vec::new(), false));
+        g.insert(owned.into(), node(vec![owner_ref.clone()], false));
+        g.insert(odd.into(), node(Vec::new(), false));
+        assert_eq!((g.plain.len(), g.nodes.len()), (1, 2));
+        assert!(g.is_live(plain) && g.is_live(owned) && g.is_live(odd));
+        assert!(!g.is_live("6ba7b810-9dad-11d1-80b4-00c04fd430c8"));
+        // Being deleted: a node, and no longer a live owner.
+        assert_eq!(g.remove(plain), Some(Vec::new()));
+        g.insert(plain.into(), node(Vec::new(), true));
+        assert!(g.plain.is_empty() && !g.is_live(plain));
+        assert_eq!(g.remove(owned), Some(vec![owner_ref]));
+        assert_eq!(g.remove(owned), None);
     }
 }
