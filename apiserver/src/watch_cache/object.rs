@@ -9,13 +9,22 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// The fields of an object that selectors and namespace scoping read.
-#[derive(Debug, Default)]
+/// The fields of an object that selectors and namespace scoping read. Kept small, as every
+/// cached object has one: the namespace is shared between consecutive objects of one
+/// namespace, labels and other selectable fields take one pointer when there are none.
+#[derive(Debug, Default, Clone)]
 pub struct Meta {
     /// `metadata.namespace` ("" for cluster-scoped objects).
-    pub namespace: Box<str>,
+    pub namespace: Arc<str>,
     /// `metadata.name`.
     pub name: Box<str>,
+    /// Labels and selectable fields, when there are any.
+    extra: Option<Box<Extra>>,
+}
+
+/// The rarer parts of [`Meta`].
+#[derive(Debug, Default, Clone)]
+struct Extra {
     /// `metadata.labels`.
     labels: Box<[(Box<str>, Box<str>)]>,
     /// The resource's other selectable fields (dotted path, value as field selectors see it).
@@ -23,9 +32,17 @@ pub struct Meta {
 }
 
 impl Meta {
+    fn labels(&self) -> &[(Box<str>, Box<str>)] {
+        self.extra.as_deref().map_or(&[], |e| &e.labels)
+    }
+
+    fn fields(&self) -> &[(&'static str, Box<str>)] {
+        self.extra.as_deref().map_or(&[], |e| &e.fields)
+    }
+
     /// The value of label `key`.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels
+        self.labels()
             .iter()
             .find(|(k, _)| &**k == key)
             .map(|(_, v)| &**v)
@@ -37,7 +54,7 @@ impl Meta {
             "metadata.name" => Some(&self.name),
             "metadata.namespace" => Some(&self.namespace),
             _ => self
-                .fields
+                .fields()
                 .iter()
                 .find(|(f, _)| *f == field)
                 .map(|(_, v)| &**v),
@@ -57,7 +74,26 @@ pub struct CachedObject {
     /// When `raw` opens with `"kind":…,"apiVersion":…,` (Go's order for built-in types):
     /// the index just after that pair, where a list item's JSON resumes.
     type_meta_end: Option<u32>,
-    meta: Arc<Meta>,
+    meta: Meta,
+}
+
+/// `namespace` as an `Arc`, the one of the previous call on this thread when it is the same
+/// (objects arrive namespace by namespace: one allocation serves them all).
+fn shared_namespace(namespace: &str) -> Arc<str> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<Arc<str>>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some(ns) if **ns == *namespace => Arc::clone(ns),
+            _ => {
+                let ns: Arc<str> = Arc::from(namespace);
+                *last = Some(Arc::clone(&ns));
+                ns
+            }
+        }
+    })
 }
 
 /// What decoding needs of the stored JSON.
@@ -189,7 +225,7 @@ impl CachedObject {
             raw = Bytes::from(serde_json::to_vec(&obj).ok()?);
             splice = metadata_slot(&raw);
         }
-        let extra = if fields.is_empty() {
+        let fields: Box<[(&'static str, Box<str>)]> = if fields.is_empty() {
             Box::default()
         } else {
             let obj = pruned(&raw, fields)?;
@@ -198,23 +234,26 @@ impl CachedObject {
                 .map(|f| (*f, crate::selector::field_value(&obj, f).into_boxed_str()))
                 .collect()
         };
-        let meta = head.metadata.map_or_else(Meta::default, |m| Meta {
-            namespace: m.namespace.into_boxed_str(),
-            name: m.name.into_boxed_str(),
-            labels: m
+        let meta = head.metadata.map_or_else(Meta::default, |m| {
+            let labels: Box<[(Box<str>, Box<str>)]> = m
                 .labels
                 .unwrap_or_default()
                 .into_iter()
                 .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
-                .collect(),
-            fields: extra,
+                .collect();
+            Meta {
+                namespace: shared_namespace(&m.namespace),
+                name: m.name.into_boxed_str(),
+                extra: (!labels.is_empty() || !fields.is_empty())
+                    .then(|| Box::new(Extra { labels, fields })),
+            }
         });
         Some(CachedObject {
             type_meta_end: type_meta_end(&raw),
             raw,
             splice,
             revision,
-            meta: Arc::new(meta),
+            meta,
         })
     }
 
@@ -245,16 +284,15 @@ impl CachedObject {
     /// the struct, and the decoded metadata selectors read.
     pub fn own_bytes(&self) -> usize {
         let m = &self.meta;
-        std::mem::size_of::<CachedObject>()
-            + std::mem::size_of::<Meta>()
-            + 16
-            + m.namespace.len()
+        // The Arc's counts, the name, and the extra parts (the namespace is shared).
+        16 + std::mem::size_of::<CachedObject>()
             + m.name.len()
-            + m.labels
+            + m.extra.as_ref().map_or(0, |_| std::mem::size_of::<Extra>())
+            + m.labels()
                 .iter()
                 .map(|(k, v)| 2 * std::mem::size_of::<Box<str>>() + k.len() + v.len())
                 .sum::<usize>()
-            + m.fields
+            + m.fields()
                 .iter()
                 .map(|(_, v)| std::mem::size_of::<(&str, Box<str>)>() + v.len())
                 .sum::<usize>()
@@ -274,12 +312,12 @@ impl CachedObject {
         let (Some(end), Some(slot)) = (self.type_meta_end, self.splice) else {
             return self.write_json(out);
         };
-        let end = end as usize;
-        if slot.at < end || end > self.raw.len() {
+        if slot.at < end || end as usize > self.raw.len() {
             return self.write_json(out);
         }
+        let end_index = end as usize;
         out.push(b'{');
-        let body = &self.raw[end..];
+        let body = &self.raw[end_index..];
         splice(
             out,
             body,
@@ -317,7 +355,7 @@ pub fn stamp_revision(mut json: Vec<u8>, revision: i64) -> Option<Vec<u8>> {
     if slot.comma_after {
         field.push(b',');
     }
-    let at = slot.at.min(json.len());
+    let at = slot.index().min(json.len());
     json.splice(at..at, field);
     Some(json)
 }
@@ -326,9 +364,16 @@ pub fn stamp_revision(mut json: Vec<u8>, revision: i64) -> Option<Vec<u8>> {
 /// a comma before it (it follows other fields) or after it (it opens a non-empty object).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Slot {
-    at: usize,
+    at: u32,
     comma_before: bool,
     comma_after: bool,
+}
+
+impl Slot {
+    /// `at` as an index.
+    fn index(self) -> usize {
+        self.at as usize
+    }
 }
 
 /// The fields of `ObjectMeta` that come before `resourceVersion` in Go's struct order.
@@ -336,7 +381,7 @@ const BEFORE_RV: [&[u8]; 5] = [b"name", b"generateName", b"namespace", b"selfLin
 
 /// Appends `json` with `"resourceVersion":"<revision>"` inserted at `slot`.
 fn splice(out: &mut Vec<u8>, json: &[u8], slot: Slot, revision: i64) {
-    let (head, tail) = json.split_at(slot.at.min(json.len()));
+    let (head, tail) = json.split_at(slot.index().min(json.len()));
     out.extend_from_slice(head);
     if slot.comma_before {
         out.push(b',');
@@ -355,7 +400,7 @@ fn splice(out: &mut Vec<u8>, json: &[u8], slot: Slot, revision: i64) {
 fn metadata_slot(json: &[u8]) -> Option<Slot> {
     let brace = metadata_brace(json)?;
     let mut slot = Slot {
-        at: brace + 1,
+        at: u32::try_from(brace + 1).ok()?,
         comma_before: false,
         comma_after: false,
     };
@@ -379,7 +424,7 @@ fn metadata_slot(json: &[u8]) -> Option<Slot> {
         }
         let end = skip_value(json, skip_ws(json, i + 1))?;
         slot = Slot {
-            at: end,
+            at: u32::try_from(end).ok()?,
             comma_before: true,
             comma_after: false,
         };
@@ -612,7 +657,7 @@ mod tests {
         assert_eq!(
             metadata_slot(raw),
             Some(Slot {
-                at: at + 1,
+                at: u32::try_from(at + 1).unwrap(),
                 comma_before: false,
                 comma_after: false
             })
