@@ -231,8 +231,29 @@ pub fn version_info() -> serde_json::Value {
     })
 }
 
+/// `GET /version` as upstream's `WriteRawJSON` writes `version.Info`: JSON whatever the
+/// Accept header says, `json.MarshalIndent` (struct order, two-space indent, no newline).
 async fn version() -> Response {
-    axum::Json(version_info()).into_response()
+    use crate::codec::ordered::Ordered;
+    let info = version_info();
+    let doc = Ordered::object(
+        [
+            "major",
+            "minor",
+            "gitVersion",
+            "gitCommit",
+            "gitTreeState",
+            "buildDate",
+            "goVersion",
+            "compiler",
+            "platform",
+        ]
+        .into_iter()
+        .map(|k| (k, Ordered::Value(info[k].clone())))
+        .collect(),
+    );
+    let body = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    ([(http::header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// How long the `etcd` health check waits for the store (upstream's
@@ -404,8 +425,12 @@ pub const MAX_READONLY_INFLIGHT: usize = 400;
 /// (API Priority and Fairness, upstream's default, keeps no separate mutating limit).
 pub const MAX_MUTATING_INFLIGHT: usize = 200;
 
-/// OpenAPI documents, built once in the background at start-up (they take a few hundred
-/// milliseconds) so readiness does not wait for them; the first request awaits them.
+/// OpenAPI documents, built on the first request for one (a few hundred milliseconds, on a
+/// blocking thread; concurrent first requests await the same build) and kept. Not built at
+/// start-up: the documents (≈ 5 MB serialised) and the JSON trees they are built from
+/// (tens of MB while building) would otherwise weigh on every server, also those no client
+/// asks for OpenAPI (issue 26: idle RSS). Their content, hashes and ETags do not depend on
+/// when they are built.
 #[derive(Clone)]
 struct LazyOpenApi {
     cell: Arc<tokio::sync::OnceCell<crate::openapi::OpenApi>>,
@@ -472,10 +497,6 @@ pub fn router(
         cell: Arc::new(tokio::sync::OnceCell::new()),
         registry_ctx: Arc::clone(&ctx),
     };
-    let warm = lazy.clone();
-    tokio::spawn(async move {
-        warm.get().await;
-    });
     let resources = Router::new()
         .route(
             "/openapi/v2",

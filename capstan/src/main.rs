@@ -16,6 +16,9 @@ mod member;
 /// kubelets allocate and free small objects (JSON values, label maps, strings) at a high
 /// rate across threads; glibc's malloc spent about a quarter of the CPU of a 10,000-pod
 /// rollout (`make bench-controllers`) in malloc/free and their consolidation.
+/// (Feature `system-allocator` builds with the system's malloc instead, so that heap profilers
+/// which interpose `malloc`, e.g. `heaptrack`, see every allocation.)
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
