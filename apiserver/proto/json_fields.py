@@ -29,7 +29,7 @@ API_DIRS = [
     "core/v1", "discovery/v1", "events/v1", "flowcontrol/v1", "networking/v1", "node/v1",
     "policy/v1", "rbac/v1", "scheduling/v1", "storage/v1",
 ]
-MACHINERY_DIRS = ["pkg/apis/meta/v1", "pkg/runtime", "pkg/util/intstr", "pkg/api/resource"]
+MACHINERY_DIRS = ["pkg/apis/meta/v1", "pkg/apis/meta/v1beta1", "pkg/runtime", "pkg/util/intstr", "pkg/api/resource"]
 AGGREGATOR_DIRS = ["pkg/apis/apiregistration/v1"]
 APIEXTENSIONS_DIRS = ["pkg/apis/apiextensions/v1"]
 

@@ -8,6 +8,11 @@
 //! [`crate::registry::Registry::custom_generation`] and built again when it moves. The legacy
 //! documents have no `ETag`, as upstream's.
 //!
+//! The legacy documents are negotiated as upstream's `WriteObjectNegotiated` does ([`negotiated`]):
+//! JSON, YAML, or protobuf (meta/v1's `APIVersions`, `APIGroupList`, `APIGroup`,
+//! `APIResourceList` in the `k8s\0` envelope; `/api` and `/api/v1` with an empty
+//! `apiVersion`, as upstream's stripVersionEncoder writes them).
+//!
 //! Documents are written as Go writes upstream's structs: keys in struct order
 //! (`{"name":…,"singularName":…,"namespaced":…,"kind":…,"verbs":[…],"shortNames":[…],
 //! "categories":[…],"storageVersionHash":…}`), a newline at the end. `storageVersionHash` is
@@ -416,12 +421,15 @@ fn resource_list(ctx: &Ctx, group: &str, version: &str) -> Ordered {
             resources.push(sub);
         }
     }
-    Ordered::object(vec![
-        ("kind", "APIResourceList".into()),
-        ("apiVersion", "v1".into()),
-        ("groupVersion", group_version(group, version).into()),
-        ("resources", Ordered::Array(resources)),
-    ])
+    // The core group's document has no apiVersion: upstream writes `/api/v1` through its
+    // stripVersionEncoder (`keepUnversioned("")`), JSON and protobuf alike.
+    let mut doc = Ordered::object(vec![("kind", "APIResourceList".into())]);
+    if !group.is_empty() {
+        doc.push("apiVersion", "v1".into());
+    }
+    doc.push("groupVersion", group_version(group, version).into());
+    doc.push("resources", Ordered::Array(resources));
+    doc
 }
 
 /// `GET /api/v1`, `GET /apis/<group>` and `GET /apis/<group>/<version>`.

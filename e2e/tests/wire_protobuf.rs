@@ -781,6 +781,163 @@ fn custom_resources_fall_back_to_json() {
     assert_eq!(a.code, 200);
     assert_eq!(a.content_type, "application/json");
     assert!(a.body.starts_with(b"{\"type\":\"ADDED\""));
+
+    crds_in_protobuf(&s, dir.path());
+}
+
+/// The definitions themselves (apiextensions.k8s.io/v1) answer in protobuf, as upstream
+/// (their proto is compiled into kube-apiserver): create, get, list, watch; the schema's
+/// `x-kubernetes-preserve-unknown-fields` is field 38 of `JSONSchemaProps`, the
+/// `JSONSchemaPropsOrArray` union holds `items`. Our decoder reads the bytes back (a PUT of
+/// the protobuf body) to the same spec.
+fn crds_in_protobuf(s: &ServerProcess, dir: &std::path::Path) {
+    const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let body = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+        "metadata":{"name":"sprockets.example.com"},
+        "spec":{"group":"example.com","scope":"Cluster",
+          "names":{"plural":"sprockets","singular":"sprocket","kind":"Sprocket"},
+          "versions":[{"name":"v1","served":true,"storage":true,
+            "schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object",
+              "properties":{"teeth":{"type":"array","items":{"type":"integer","minimum":3}},
+                "note":{"type":"string","default":"plain"}}}},
+              "x-kubernetes-preserve-unknown-fields":true}}}]}}"#;
+    let a = curl(s, "POST", CRDS, PROTOBUF, Some(body));
+    assert_eq!(a.code, 201, "{}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.content_type, PROTOBUF);
+    let (av, kind, raw) = envelope(&a.body);
+    assert_eq!(
+        (av.as_str(), kind.as_str()),
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+    );
+    assert!(wire::ascending(&raw));
+    assert_eq!(
+        wire::string(wire::get(&raw, 1).unwrap(), 1),
+        "sprockets.example.com"
+    );
+
+    // Established first: the controller's status writes are done, so the PUT below does
+    // not race them.
+    kubectl_ok(
+        s,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=20s",
+            "crd/sprockets.example.com",
+        ],
+    );
+    let a = curl(
+        s,
+        "GET",
+        &format!("{CRDS}/sprockets.example.com"),
+        PROTOBUF,
+        None,
+    );
+    assert_eq!(a.code, 200, "{}", String::from_utf8_lossy(&a.body));
+    let (_, kind, raw) = envelope(&a.body);
+    assert_eq!(kind, "CustomResourceDefinition");
+    let spec = wire::get(&raw, 2).expect("spec");
+    assert_eq!(wire::string(spec, 1), "example.com");
+    assert_eq!(wire::string(spec, 4), "Cluster");
+    let version = wire::get(spec, 7).expect("versions");
+    let schema = wire::get(wire::get(version, 4).expect("schema"), 1).expect("openAPIV3Schema");
+    assert_eq!(wire::string(schema, 5), "object");
+    assert_eq!(
+        wire::int(schema, 38),
+        Some(1),
+        "x-kubernetes-preserve-unknown-fields"
+    );
+    // properties (map field 29): entry{key, JSONSchemaProps}.
+    let spec_props = wire::all(schema, 29)
+        .into_iter()
+        .find(|e| wire::string(e, 1) == "spec")
+        .and_then(|e| wire::get(e, 2))
+        .expect("properties.spec");
+    let teeth = wire::all(spec_props, 29)
+        .into_iter()
+        .find(|e| wire::string(e, 1) == "teeth")
+        .and_then(|e| wire::get(e, 2))
+        .expect("properties.teeth");
+    // items: JSONSchemaPropsOrArray{schema: {type: integer, minimum: 3.0}}.
+    let items = wire::get(wire::get(teeth, 24).expect("items"), 1).expect("items.schema");
+    assert_eq!(wire::string(items, 5), "integer");
+    let minimum = wire::fields(items)
+        .into_iter()
+        .find_map(|(n, v)| match (n, v) {
+            (11, wire::V::Fixed(x)) => Some(f64::from_bits(x)),
+            _ => None,
+        });
+    assert_eq!(minimum, Some(3.0));
+    // default: apiextensions JSON{raw: the value's JSON bytes}.
+    let note = wire::all(spec_props, 29)
+        .into_iter()
+        .find(|e| wire::string(e, 1) == "note")
+        .and_then(|e| wire::get(e, 2))
+        .expect("properties.note");
+    assert_eq!(
+        wire::string(wire::get(note, 8).expect("default"), 1),
+        r#""plain""#
+    );
+
+    // Our protobuf, sent back as a request body, decodes to the same definition.
+    let before = json_get(s, &format!("{CRDS}/sprockets.example.com"));
+    let pb = dir.join("crd.pb");
+    std::fs::write(&pb, &a.body).unwrap();
+    let pki = s.data_dir.join("pki");
+    let out = Command::new("curl")
+        .args(["-s", "-X", "PUT", "--cacert"])
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .args(["-H", &format!("Content-Type: {PROTOBUF}")])
+        .args(["-H", "Accept: application/json", "-w", "\n%{http_code}"])
+        .arg("--data-binary")
+        .arg(format!("@{}", pb.display()))
+        .arg(format!("{}{CRDS}/sprockets.example.com", s.url))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.ends_with("\n200"), "{text}");
+    let after: Value = serde_json::from_str(text.trim_end_matches("\n200")).unwrap();
+    assert_eq!(after["spec"], before["spec"]);
+
+    let a = curl(s, "GET", CRDS, PROTOBUF, None);
+    assert_eq!(a.code, 200);
+    let (_, kind, raw) = envelope(&a.body);
+    assert_eq!(kind, "CustomResourceDefinitionList");
+    let names: Vec<String> = wire::all(&raw, 2)
+        .into_iter()
+        .map(|item| wire::string(wire::get(item, 1).unwrap(), 1))
+        .collect();
+    assert!(
+        names.contains(&"sprockets.example.com".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"gadgets.example.com".to_owned()),
+        "{names:?}"
+    );
+
+    let a = curl(
+        s,
+        "GET",
+        &format!("{CRDS}?watch=true&timeoutSeconds=1"),
+        PROTOBUF,
+        None,
+    );
+    assert_eq!(a.code, 200);
+    assert_eq!(a.content_type, format!("{PROTOBUF};stream=watch"));
+    let kinds: Vec<String> = frames(&a.body)
+        .iter()
+        .map(|(t, o)| {
+            assert_eq!(t, "ADDED");
+            envelope(o).1
+        })
+        .collect();
+    assert_eq!(kinds.len(), 2, "{kinds:?}");
+    assert!(kinds.iter().all(|k| k == "CustomResourceDefinition"));
 }
 
 /// `kubectl certificate approve` GETs the CSR in protobuf and PUTs it to `approval` in
@@ -908,4 +1065,130 @@ fn pod_spec_encodes_as_go_encodes_it() {
     assert!(compared >= 10, "only {compared} spec fields compared");
     // The original container, as Go writes it again.
     assert_eq!(wire::all(our_spec, 2)[0], wire::all(their_spec, 2)[0]);
+}
+
+/// Discovery in protobuf, as upstream's `WriteObjectNegotiated`: meta/v1's `APIVersions`,
+/// `APIGroupList`, `APIGroup`, `APIResourceList`; `/api` and `/api/v1` with an empty
+/// apiVersion (upstream's stripVersionEncoder; their JSON has none either). `/version` is
+/// JSON whatever the Accept (upstream's `WriteRawJSON`: indented, struct order). The
+/// meta.k8s.io/v1beta1 `PartialObjectMetadataList` is its own message (items first).
+#[test]
+fn discovery_and_v1beta1_metadata_lists_in_protobuf() {
+    let (_dir, s) = server();
+    for (path, api_version, kind) in [
+        ("/api", "", "APIVersions"),
+        ("/apis", "v1", "APIGroupList"),
+        ("/api/v1", "", "APIResourceList"),
+        ("/apis/apps", "v1", "APIGroup"),
+        ("/apis/apps/v1", "v1", "APIResourceList"),
+    ] {
+        let a = curl(&s, "GET", path, PROTOBUF, None);
+        assert_eq!(a.code, 200, "{path}");
+        assert_eq!(a.content_type, PROTOBUF, "{path}");
+        let (av, k, raw) = envelope(&a.body);
+        assert_eq!((av.as_str(), k.as_str()), (api_version, kind), "{path}");
+        assert!(wire::ascending(&raw), "{path}");
+        // The same document as its JSON form.
+        let j = json_get(&s, path);
+        assert_eq!(
+            j.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
+            api_version
+        );
+        match kind {
+            "APIVersions" => assert_eq!(wire::string(&raw, 1), "v1"),
+            "APIGroupList" => {
+                let names: Vec<String> = wire::all(&raw, 1)
+                    .iter()
+                    .map(|g| wire::string(g, 1))
+                    .collect();
+                let want: Vec<String> = j["groups"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|g| g["name"].as_str().unwrap().to_owned())
+                    .collect();
+                assert_eq!(names, want);
+            }
+            "APIGroup" => assert_eq!(wire::string(&raw, 1), "apps"),
+            _ => {
+                // APIResourceList{groupVersion = 1, resources = 2{name = 1, …}}.
+                assert_eq!(wire::string(&raw, 1), j["groupVersion"].as_str().unwrap());
+                let names: Vec<String> = wire::all(&raw, 2)
+                    .iter()
+                    .map(|r| wire::string(r, 1))
+                    .collect();
+                let want: Vec<String> = j["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["name"].as_str().unwrap().to_owned())
+                    .collect();
+                assert_eq!(names, want);
+            }
+        }
+    }
+
+    // `/apis` spliced with an extension server's groups (the in-process metrics server
+    // registers its APIService after start-up) honours `?pretty=true` and protobuf too.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let j = json_get(&s, "/apis");
+        let groups = j["groups"].as_array().cloned().unwrap_or_default();
+        if groups.iter().any(|g| g["name"] == "metrics.k8s.io") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "metrics.k8s.io never joined /apis"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let a = curl(&s, "GET", "/apis?pretty=true", "application/json", None);
+    let text = String::from_utf8(a.body).unwrap();
+    assert!(
+        text.starts_with("{\n  \"kind\": \"APIGroupList\",\n  \"apiVersion\": \"v1\",\n"),
+        "{text}"
+    );
+    assert!(text.contains("\"name\": \"metrics.k8s.io\""), "{text}");
+    let a = curl(&s, "GET", "/apis", PROTOBUF, None);
+    let (_, kind, raw) = envelope(&a.body);
+    assert_eq!(kind, "APIGroupList");
+    assert!(
+        wire::all(&raw, 1)
+            .iter()
+            .any(|g| wire::string(g, 1) == "metrics.k8s.io")
+    );
+
+    let a = curl(&s, "GET", "/version", PROTOBUF, None);
+    assert_eq!(a.code, 200);
+    assert_eq!(a.content_type, "application/json");
+    let text = String::from_utf8(a.body).unwrap();
+    assert!(
+        text.starts_with("{\n  \"major\": \"1\",\n  \"minor\": \"33\",\n  \"gitVersion\": "),
+        "{text}"
+    );
+    assert!(text.ends_with("\n}"), "{text}");
+
+    let a = curl(
+        &s,
+        "GET",
+        "/api/v1/namespaces",
+        &format!("{PROTOBUF};as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1"),
+        None,
+    );
+    assert_eq!(a.code, 200, "{}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.content_type, PROTOBUF);
+    let (av, kind, raw) = envelope(&a.body);
+    assert_eq!(
+        (av.as_str(), kind.as_str()),
+        ("meta.k8s.io/v1beta1", "PartialObjectMetadataList")
+    );
+    // items (1) come before the list's metadata (2).
+    let numbers: Vec<u32> = wire::fields(&raw).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(numbers.last(), Some(&2), "{numbers:?}");
+    let names: Vec<String> = wire::all(&raw, 1)
+        .iter()
+        .map(|item| wire::string(wire::get(item, 1).unwrap(), 1))
+        .collect();
+    assert!(names.contains(&"default".to_owned()), "{names:?}");
 }

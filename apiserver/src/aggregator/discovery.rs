@@ -244,16 +244,18 @@ pub fn group_document(
     )
 }
 
-/// `GET /apis` with the extension servers' groups, in the negotiated form (YAML, indented
-/// JSON for curl-like agents; see [`crate::discovery::negotiated`]).
+/// `GET /apis` with the extension servers' groups, in the negotiated form (YAML, protobuf,
+/// indented JSON for `?pretty=true` and curl-like agents; see
+/// [`crate::discovery::negotiated`]).
 pub async fn apis(
     ctx: &Ctx,
     snapshot: &Snapshot,
     entries: &HashMap<String, Value>,
     headers: &HeaderMap,
+    query: Option<&str>,
 ) -> Response {
     let resp = spliced_apis(ctx, snapshot, entries, headers).await;
-    crate::discovery::negotiated(resp, headers, None).await
+    crate::discovery::negotiated(resp, headers, query).await
 }
 
 async fn spliced_apis(

@@ -177,7 +177,8 @@ pub async fn layer(agg: Arc<Aggregator>, req: Request, next: Next) -> Response {
         if snapshot.remote().next().is_none() {
             return next.run(req).await;
         }
-        return discovery::apis(&agg.ctx, &snapshot, &agg.entries(), req.headers()).await;
+        let (headers, query) = (req.headers(), req.uri().query());
+        return discovery::apis(&agg.ctx, &snapshot, &agg.entries(), headers, query).await;
     }
     let Some(rest) = rest.strip_prefix('/') else {
         return next.run(req).await;

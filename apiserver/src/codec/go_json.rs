@@ -285,15 +285,12 @@ fn add_table_plans(plans: &mut Vec<Plan>, by_name: &mut HashMap<String, usize>) 
     plans.push(table);
 }
 
-/// The plan of the kind `obj` names, if the schema has it. `APIVersions` (`/api`) is
-/// written without an `apiVersion`, as upstream writes it.
+/// The plan of the kind `obj` names, if the schema has it. The core group's discovery
+/// documents (`APIVersions`, `APIResourceList` of `/api`, `/api/v1`) are written without an
+/// `apiVersion`, as upstream writes them (their plan is meta/v1's).
 fn plan_for(plans: &Plans, obj: &Map<String, Value>) -> Option<usize> {
     let kind = obj.get("kind")?.as_str()?;
-    let api_version = match obj.get("apiVersion").and_then(Value::as_str) {
-        Some(v) => v,
-        None if kind == "APIVersions" => "v1",
-        None => return None,
-    };
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     if kind == "Table" && api_version.starts_with("meta.k8s.io/") {
         return plans.by_name.get(TABLE).copied();
     }

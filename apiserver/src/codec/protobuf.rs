@@ -65,6 +65,10 @@ pub(super) const SCHEMA_OR_BOOL: &str =
 pub(super) const SCHEMA_OR_STRINGS: &str =
     "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrStringArray";
 
+/// The legacy discovery documents (meta/v1), which `/api` and `/api/v1` write without an
+/// `apiVersion`.
+pub(super) const DISCOVERY_KINDS: &[&str] = &["APIVersions", "APIGroup", "APIResourceList"];
+
 /// What Go's JSON encoding does with one proto field, beyond the defaults.
 #[derive(Debug, Default)]
 pub(super) struct FieldRule {
@@ -128,6 +132,11 @@ impl Schema {
     /// `apiregistration.k8s.io` (kube-aggregator) and `apiextensions.k8s.io`
     /// (apiextensions-apiserver).
     pub(super) fn message_for(&self, api_version: &str, kind: &str) -> Option<MessageDescriptor> {
+        // Discovery documents of the core group are written without an apiVersion (upstream's
+        // stripVersionEncoder): meta/v1's.
+        if api_version.is_empty() && DISCOVERY_KINDS.contains(&kind) {
+            return self.pool.get_message_by_name(&format!("{META}.{kind}"));
+        }
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         if version.is_empty() || kind.is_empty() {
             return None;
@@ -141,6 +150,16 @@ impl Schema {
             return self
                 .pool
                 .get_message_by_name(&format!("k8s.io.{repo}.{version}.{kind}"));
+        }
+        // meta.k8s.io/v1beta1 has one message of its own (PartialObjectMetadataList); its
+        // other kinds are v1's (Go type aliases).
+        if group == "meta.k8s.io" {
+            return self
+                .pool
+                .get_message_by_name(&format!(
+                    "k8s.io.apimachinery.pkg.apis.meta.{version}.{kind}"
+                ))
+                .or_else(|| self.pool.get_message_by_name(&format!("{META}.{kind}")));
         }
         let package = match group.split('.').next().unwrap_or("") {
             "" => "core",

@@ -951,6 +951,54 @@ mod tests {
         ));
     }
 
+    /// meta.k8s.io/v1beta1's PartialObjectMetadataList is its own message (`items = 1`,
+    /// `metadata = 2`: Go writes the items first); its items are v1's PartialObjectMetadata.
+    #[test]
+    fn v1beta1_partial_object_metadata_list() {
+        let list = serde_json::json!({
+            "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1beta1",
+            "metadata": {"resourceVersion": "9"},
+            "items": [{"metadata": {"name": "a"}}]
+        });
+        let bytes = encode_object(list.as_object().unwrap()).unwrap();
+        // Unknown{typeMeta{"meta.k8s.io/v1beta1", "PartialObjectMetadataList"}, raw{…}}.
+        let mut want =
+            b"k8s\0\x0a\x30\x0a\x13meta.k8s.io/v1beta1\x12\x19PartialObjectMetadataList".to_vec();
+        // raw: items{metadata{name "a", generateName, namespace, selfLink, uid,
+        // resourceVersion "", generation 0, creationTimestamp {}}} first, then
+        // ListMeta{selfLink "", resourceVersion "9", continue ""}.
+        let mut raw =
+            b"\x0a\x13\x0a\x11\x0a\x01a\x12\x00\x1a\x00\x22\x00\x2a\x00\x32\x00\x38\x00\x42\x00"
+                .to_vec();
+        raw.extend_from_slice(b"\x12\x07\x0a\x00\x12\x019\x1a\x00");
+        want.push(0x12);
+        want.push(raw.len() as u8);
+        want.extend_from_slice(&raw);
+        want.extend_from_slice(b"\x1a\x00\x22\x00");
+        assert_eq!(hex(&bytes), hex(&want));
+        // A single v1beta1 PartialObjectMetadata is v1's message (a Go type alias).
+        assert!(has_message("meta.k8s.io/v1beta1", "PartialObjectMetadata"));
+        assert!(!has_message("meta.k8s.io/v1beta1", "Table"));
+    }
+
+    /// `/api` and `/api/v1` are written without an apiVersion (upstream's
+    /// stripVersionEncoder): the envelope's typeMeta carries an empty one.
+    #[test]
+    fn unversioned_discovery_documents() {
+        let doc = serde_json::json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "h:1"}]});
+        let bytes = encode_object(doc.as_object().unwrap()).unwrap();
+        let mut want = b"k8s\0\x0a\x0f\x0a\x00\x12\x0bAPIVersions\x12".to_vec();
+        let raw = b"\x0a\x02v1\x12\x10\x0a\x090.0.0.0/0\x12\x03h:1";
+        want.push(raw.len() as u8);
+        want.extend_from_slice(raw);
+        want.extend_from_slice(b"\x1a\x00\x22\x00");
+        assert_eq!(hex(&bytes), hex(&want));
+        assert!(has_message("", "APIResourceList"));
+        assert!(has_message("v1", "APIGroupList"));
+        assert!(!has_message("", "Pod"));
+    }
+
     #[test]
     fn go_durations_parse() {
         for (s, n) in [
