@@ -19,6 +19,7 @@
 //!   any false skips the webhook; an error fails as calling it would (`failurePolicy`).
 
 pub mod client;
+pub mod coalesce;
 pub mod config;
 pub mod transport;
 

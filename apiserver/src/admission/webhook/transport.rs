@@ -6,11 +6,16 @@
 //! (one dial at a time, so a burst of calls does not open a connection each); one that
 //! does not gets kept HTTP/1.1 connections, reused one call at a time.
 //!
+//! HTTP/2 calls speak `h2` directly from the calling task (no dispatch task, channel or
+//! spawned body pipe per call, as hyper's client has), and the connection's writes are
+//! coalesced ([`super::coalesce`]): calls queued together leave in one TLS write.
+//!
 //! Errors read as Go's transport errors (`dial tcp 127.0.0.1:1: connect: connection
 //! refused`, `tls: failed to verify certificate: …`), without the `Post "<url>": ` prefix
 //! the callers add. Deadlines are the callers'.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
@@ -67,7 +72,18 @@ pub struct Endpoint<'a> {
 }
 
 type H1 = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-type H2 = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
+/// A kept HTTP/2 connection: the handle calls open streams with, and whether its task ended.
+#[derive(Clone)]
+struct H2 {
+    send: h2::client::SendRequest<Bytes>,
+    closed: Arc<AtomicBool>,
+}
+
+impl H2 {
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
 
 /// Host, port, server name and TLS profile id.
 type Key = (String, u16, String, String);
@@ -170,19 +186,29 @@ async fn dial(ep: &Endpoint<'_>, tls: &TlsProfile) -> std::result::Result<Conn, 
         .await
         .map_err(|e| transport_error(ep.host, ep.port, &e))?;
     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-    let io = hyper_util::rt::TokioIo::new(stream);
     if h2 {
-        let (sender, conn) =
-            hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
-                .await
-                .map_err(|e| e.to_string())?;
+        // Calls queued together leave in one TLS write ([`super::coalesce`]). Windows and
+        // buffers as hyper's client sets them.
+        let io = super::coalesce::Coalesce::new(stream);
+        let (send, conn) = h2::client::Builder::new()
+            .enable_push(false)
+            .initial_window_size(2 << 20)
+            .initial_connection_window_size(5 << 20)
+            .max_send_buffer_size(1 << 20)
+            .handshake::<_, Bytes>(io)
+            .await
+            .map_err(|e| e.to_string())?;
+        let closed = Arc::new(AtomicBool::new(false));
+        let ended = Arc::clone(&closed);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(err = %e, "webhook HTTP/2 connection ended");
             }
+            ended.store(true, Ordering::Release);
         });
-        return Ok(Conn::H2(sender));
+        return Ok(Conn::H2(H2 { send, closed }));
     }
+    let io = hyper_util::rt::TokioIo::new(stream);
     let (sender, conn) = hyper::client::conn::http1::handshake(io)
         .await
         .map_err(|e| e.to_string())?;
@@ -265,26 +291,25 @@ async fn send(
     let mut request = http::Request::post(uri)
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(http::header::ACCEPT, "application/json, */*");
-    if !h2 {
+    if h2 {
+        request = request.header(http::header::CONTENT_LENGTH, body.len());
+    } else {
         request = request.header(http::header::HOST, ep.authority);
     }
     if let Some(token) = bearer {
         request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
     }
-    let request = request
-        .body(Full::new(body))
-        .map_err(|e| Sent::Before(e.to_string()))?;
     let before = |e: hyper::Error| Sent::Before(e.to_string());
     let after = |e: hyper::Error| Sent::After(e.to_string());
     match conn {
-        Conn::H2(mut s) => {
-            s.ready().await.map_err(before)?;
-            let response = s.send_request(request).await.map_err(before)?;
-            let status = response.status();
-            let answer = response.into_body().collect().await.map_err(after)?;
-            Ok((status, answer.to_bytes()))
+        Conn::H2(h) => {
+            let request = request.body(()).map_err(|e| Sent::Before(e.to_string()))?;
+            exchange_h2(h.send, request, body).await
         }
         Conn::H1(mut s) => {
+            let request = request
+                .body(Full::new(body))
+                .map_err(|e| Sent::Before(e.to_string()))?;
             let response = s.send_request(request).await.map_err(before)?;
             let (parts, body) = response.into_parts();
             let answer = body.collect().await.map_err(after)?.to_bytes();
@@ -292,6 +317,38 @@ async fn send(
             Ok((parts.status, answer))
         }
     }
+}
+
+/// One exchange on a stream of an HTTP/2 connection, made by the calling task. Dropping it
+/// (a deadline) resets the stream.
+async fn exchange_h2(
+    send: h2::client::SendRequest<Bytes>,
+    request: http::Request<()>,
+    body: Bytes,
+) -> std::result::Result<(http::StatusCode, Bytes), Sent> {
+    let before = |e: h2::Error| Sent::Before(e.to_string());
+    let after = |e: h2::Error| Sent::After(e.to_string());
+    let mut send = send.ready().await.map_err(before)?;
+    let end = body.is_empty();
+    let (response, mut stream) = send.send_request(request, end).map_err(before)?;
+    if !end {
+        // Buffered by `h2` and sent as the peer's window allows.
+        stream.send_data(body, true).map_err(before)?;
+    }
+    let response = response.await.map_err(before)?;
+    let status = response.status();
+    let mut recv = response.into_body();
+    let mut answer = bytes::BytesMut::new();
+    while let Some(chunk) = recv.data().await {
+        let chunk = chunk.map_err(after)?;
+        let _ = recv.flow_control().release_capacity(chunk.len());
+        if answer.is_empty() && recv.is_end_stream() {
+            // The whole answer in one frame (the usual case): no copy.
+            return Ok((status, chunk));
+        }
+        answer.extend_from_slice(&chunk);
+    }
+    Ok((status, answer.freeze()))
 }
 
 /// Keeps an HTTP/1.1 connection for the next call to the same endpoint.
