@@ -6,7 +6,10 @@
 //! document; `Cache-Control: public`, `Vary: Accept`) and answer a matching `If-None-Match`
 //! with 304, so kubectl's discovery cache refreshes when CRDs change. They are kept per
 //! [`crate::registry::Registry::custom_generation`] and built again when it moves. The legacy
-//! documents have no `ETag`, as upstream's.
+//! documents have no `ETag`, as upstream's. A client whose first aggregated clause is
+//! `application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`
+//! (client-go's protobuf clients) gets the `apidiscovery/v2` message in the `k8s\0`
+//! envelope, encoded once per build, with the JSON's ETag (as upstream).
 //!
 //! The legacy documents are negotiated as upstream's `WriteObjectNegotiated` does ([`negotiated`]):
 //! JSON, YAML, or protobuf (meta/v1's `APIVersions`, `APIGroupList`, `APIGroup`,
@@ -58,6 +61,23 @@ fn verbs(r: &ResourceInfo) -> Vec<&'static str> {
         .copied()
         .filter(|v| SERVED_VERBS.contains(v))
         .collect()
+}
+
+/// Content type of aggregated discovery v2 in protobuf.
+pub const AGGREGATED_V2_PROTOBUF: &str =
+    "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether the first Accept clause naming aggregated discovery v2 is its protobuf form
+/// (client-go's protobuf clients list it before the JSON one).
+pub fn aggregated_in_protobuf(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|a| {
+            a.split(',')
+                .find(|t| t.contains("as=APIGroupDiscoveryList") && t.contains("v=v2;"))
+        })
+        .is_some_and(|t| t.trim_start().starts_with(crate::codec::PROTOBUF))
 }
 
 fn wants_aggregated(headers: &HeaderMap) -> bool {
@@ -211,6 +231,8 @@ struct Aggregated {
     /// `/api` (true) or `/apis`.
     core: bool,
     body: bytes::Bytes,
+    /// The same document in protobuf (`None` if it could not be encoded).
+    protobuf: Option<bytes::Bytes>,
     /// `"<SHA-512, upper-case hex>"`.
     etag: String,
 }
@@ -220,7 +242,7 @@ static AGGREGATED_CACHE: Mutex<Vec<Aggregated>> = Mutex::new(Vec::new());
 
 /// The aggregated document of `/api` (`core`) or `/apis` and its ETag, from the cache when
 /// the custom resources have not changed since it was built.
-fn aggregated_cached(reg: &Registry, core: bool) -> (bytes::Bytes, String) {
+fn aggregated_cached(reg: &Registry, core: bool) -> (bytes::Bytes, Option<bytes::Bytes>, String) {
     let registry = reg as *const Registry as usize;
     let generation = reg.custom_generation();
     {
@@ -231,7 +253,7 @@ fn aggregated_cached(reg: &Registry, core: bool) -> (bytes::Bytes, String) {
             .iter()
             .find(|a| a.registry == registry && a.core == core && a.generation == generation)
         {
-            return (a.body.clone(), a.etag.clone());
+            return (a.body.clone(), a.protobuf.clone(), a.etag.clone());
         }
     }
     // The ETag hashes the document as `json.Marshal` writes it; the body adds the newline
@@ -242,6 +264,17 @@ fn aggregated_cached(reg: &Registry, core: bool) -> (bytes::Bytes, String) {
         .map(|b| format!("{b:02X}"))
         .collect();
     let etag = format!("\"{hash}\"");
+    // The protobuf form (upstream's ETag is the JSON's for both), encoded once per build.
+    let protobuf = match serde_json::from_slice::<Value>(&json) {
+        Ok(Value::Object(doc)) => match crate::codec::protobuf_encode::encode_object(&doc) {
+            Ok(b) => Some(bytes::Bytes::from(b)),
+            Err(e) => {
+                tracing::warn!(err = %e, "aggregated discovery not encodable as protobuf");
+                None
+            }
+        },
+        _ => None,
+    };
     json.push(b'\n');
     let body = bytes::Bytes::from(json);
     let mut cache = AGGREGATED_CACHE
@@ -257,16 +290,17 @@ fn aggregated_cached(reg: &Registry, core: bool) -> (bytes::Bytes, String) {
         generation,
         core,
         body: body.clone(),
+        protobuf: protobuf.clone(),
         etag: etag.clone(),
     });
-    (body, etag)
+    (body, protobuf, etag)
 }
 
 /// The aggregated document of `/api` or `/apis` as upstream's `ServeHTTPWithETag` answers:
 /// `ETag`, `Vary: Accept`, `Cache-Control: public`, and 304 without a body when
 /// `If-None-Match` is exactly the ETag.
 fn serve_aggregated(registry: &Registry, headers: &HeaderMap, core: bool) -> Response {
-    let (body, etag) = aggregated_cached(registry, core);
+    let (json, protobuf, etag) = aggregated_cached(registry, core);
     let mut out = HeaderMap::new();
     if let Ok(v) = HeaderValue::from_str(&etag) {
         out.insert(http::header::ETAG, v);
@@ -282,9 +316,13 @@ fn serve_aggregated(registry: &Registry, headers: &HeaderMap, core: bool) -> Res
     if matches {
         return (StatusCode::NOT_MODIFIED, out).into_response();
     }
+    let (body, content_type) = match protobuf {
+        Some(pb) if aggregated_in_protobuf(headers) => (pb, AGGREGATED_V2_PROTOBUF),
+        _ => (json, AGGREGATED_V2),
+    };
     out.insert(
         http::header::CONTENT_TYPE,
-        HeaderValue::from_static(AGGREGATED_V2),
+        HeaderValue::from_static(content_type),
     );
     (StatusCode::OK, out, body).into_response()
 }
@@ -299,7 +337,10 @@ pub async fn negotiated(resp: Response, headers: &HeaderMap, query: Option<&str>
     let aggregated = resp
         .headers()
         .get(http::header::CONTENT_TYPE)
-        .is_none_or(|v| v.as_bytes() == AGGREGATED_V2.as_bytes());
+        .is_none_or(|v| {
+            v.as_bytes() == AGGREGATED_V2.as_bytes()
+                || v.as_bytes() == AGGREGATED_V2_PROTOBUF.as_bytes()
+        });
     if aggregated || !resp.status().is_success() {
         return resp;
     }

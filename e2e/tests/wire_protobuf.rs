@@ -1159,6 +1159,57 @@ fn discovery_and_v1beta1_metadata_lists_in_protobuf() {
             .any(|g| wire::string(g, 1) == "metrics.k8s.io")
     );
 
+    // Aggregated discovery v2 in protobuf (client-go's protobuf clients ask for it first).
+    let accept = "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    for root in ["/api", "/apis"] {
+        let a = curl(&s, "GET", root, accept, None);
+        assert_eq!(a.code, 200, "{root}");
+        assert_eq!(
+            a.content_type,
+            "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        );
+        let (av, kind, raw) = envelope(&a.body);
+        assert_eq!(
+            (av.as_str(), kind.as_str()),
+            ("apidiscovery.k8s.io/v2", "APIGroupDiscoveryList")
+        );
+        assert!(wire::ascending(&raw));
+        // APIGroupDiscoveryList{metadata = 1, items = 2{metadata = 1{name = 1}, versions = 2}}.
+        let names: Vec<String> = wire::all(&raw, 2)
+            .iter()
+            .map(|g| wire::string(wire::get(g, 1).unwrap(), 1))
+            .collect();
+        let a = curl(
+            &s,
+            "GET",
+            root,
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            None,
+        );
+        let j: Value = serde_json::from_slice(&a.body).unwrap();
+        let want: Vec<String> = j["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["metadata"]["name"].as_str().unwrap_or("").to_owned())
+            .collect();
+        assert_eq!(names, want, "{root}");
+        // The versions' resources: APIVersionDiscovery{version = 1, resources = 2{resource = 1}}.
+        let first = wire::all(&raw, 2)[0];
+        let version = wire::get(first, 2).expect("versions");
+        let resources: Vec<String> = wire::all(version, 2)
+            .iter()
+            .map(|r| wire::string(r, 1))
+            .collect();
+        let want: Vec<String> = j["items"][0]["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["resource"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(resources, want, "{root}");
+    }
+
     let a = curl(&s, "GET", "/version", PROTOBUF, None);
     assert_eq!(a.code, 200);
     assert_eq!(a.content_type, "application/json");

@@ -270,6 +270,14 @@ async fn spliced_apis(
     }
     let mut local_headers = headers.clone();
     local_headers.remove(http::header::IF_NONE_MATCH);
+    // Spliced as JSON; a protobuf client gets the result encoded at the end.
+    let wants_protobuf = crate::discovery::aggregated_in_protobuf(headers);
+    if wants_protobuf {
+        local_headers.insert(
+            http::header::ACCEPT,
+            HeaderValue::from_static(crate::discovery::AGGREGATED_V2),
+        );
+    }
     let local = crate::discovery::apis(ctx, &local_headers);
     if local.status() != StatusCode::OK {
         return local;
@@ -350,6 +358,16 @@ async fn spliced_apis(
         {
             out.remove(http::header::CONTENT_TYPE);
             return (StatusCode::NOT_MODIFIED, out).into_response();
+        }
+        if wants_protobuf
+            && let Ok(Value::Object(doc)) = serde_json::from_slice::<Value>(&body)
+            && let Ok(pb) = crate::codec::protobuf_encode::encode_object(&doc)
+        {
+            out.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static(crate::discovery::AGGREGATED_V2_PROTOBUF),
+            );
+            return (StatusCode::OK, out, pb).into_response();
         }
     }
     (StatusCode::OK, out, body).into_response()
