@@ -12,17 +12,9 @@ const MAX_CANDIDATES: usize = 4;
 /// Protobuf tag of `PutRequest.value` (field 2, length-delimited).
 const VALUE_TAG: u8 = 0x12;
 
-/// `value` as a slice of `source`, the encoded entry it was decoded from, when it is at least
-/// half of `source`; otherwise (or when it cannot be found) the decoded copy itself.
-pub(super) fn share(source: Option<&Bytes>, value: Vec<u8>) -> Bytes {
-    match source.and_then(|src| find(src, &value)) {
-        Some(slice) => slice,
-        None => Bytes::from(value),
-    }
-}
-
-/// Finds `value` encoded as a protobuf bytes field with `PutRequest.value`'s tag in `src`.
-fn find(src: &Bytes, value: &[u8]) -> Option<Bytes> {
+/// `value` as a slice of `src`, the encoded entry it was decoded from (where it is encoded as
+/// a protobuf bytes field with `PutRequest.value`'s tag), when it is at least half of `src`.
+pub(super) fn find(src: &Bytes, value: &[u8]) -> Option<Bytes> {
     let n = value.len();
     if n == 0 || n * 2 < src.len() || n > src.len() {
         return None;
@@ -61,6 +53,12 @@ fn find(src: &Bytes, value: &[u8]) -> Option<Bytes> {
 mod tests {
     use super::*;
     use prost::Message as _;
+
+    fn share(source: Option<&Bytes>, value: Vec<u8>) -> Bytes {
+        source
+            .and_then(|src| find(src, &value))
+            .unwrap_or_else(|| Bytes::from(value))
+    }
 
     #[test]
     fn a_large_value_is_a_slice_of_its_entry() {
