@@ -149,6 +149,21 @@ fn exec_on_terminal(
     steps: &serde_json::Value,
     command: &[&str],
 ) -> (i64, String) {
+    let mut args = vec!["exec", "-it", "b", "--"];
+    args.extend_from_slice(command);
+    kubectl_on_terminal(s, kubectl, rows, cols, steps, &args)
+}
+
+/// Runs `kubectl args…` on a terminal of `rows`×`cols`, playing `steps` (see [`DRIVER`]);
+/// (exit code, everything the terminal showed).
+fn kubectl_on_terminal(
+    s: &ServerProcess,
+    kubectl: &str,
+    rows: u16,
+    cols: u16,
+    steps: &serde_json::Value,
+    args: &[&str],
+) -> (i64, String) {
     let out = Command::new("python3")
         .arg("-c")
         .arg(DRIVER)
@@ -158,8 +173,7 @@ fn exec_on_terminal(
         .arg(kubectl)
         .arg(format!("--kubeconfig={}", s.kubeconfig.display()))
         .arg(format!("--cache-dir={}", s.cache_dir.display()))
-        .args(["exec", "-it", "b", "--"])
-        .args(command)
+        .args(args)
         .output()
         .expect("python3 runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -214,6 +228,50 @@ fn kubectl_exec_tty_takes_the_clients_window_size() {
         assert!(out.contains("/dev/pts/0\r\n"), "{kubectl}: {out:?}");
         assert!(!out.contains('\0'), "{kubectl}: {out:?}");
     }
+}
+
+/// A container with `tty: true` and `stdin: true`: its `sh` runs on a terminal of the
+/// container's devpts; `kubectl attach -it` (1.33, WebSocket) types into it, gives it the
+/// client's window size and every later one, and the container log records the terminal.
+#[test]
+fn kubectl_attach_tty_reaches_the_main_process_terminal() {
+    let (dir, s) = process_cluster();
+    let manifest = dir.path().join("t.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: t\nspec:\n  restartPolicy: Never\n  \
+         containers:\n  - name: t\n    image: busybox\n    command: [sh]\n    stdin: true\n    \
+         tty: true\n",
+    )
+    .expect("manifest written");
+    ok(&s, &["apply", "-f", &manifest.to_string_lossy()]);
+    wait_running(&s, "t");
+    let (rows, cols) = (37, 101);
+    let steps = serde_json::json!([
+        {"send": "stty size; tty\r", "until": format!("{rows} {cols}\r\n")},
+        {"expect": "/dev/pts/0\r\n"},
+        {"resize": [50, 120]},
+        {"send": "stty size\r", "until": "50 120\r\n"},
+        {"send": "exit\r"},
+    ]);
+    let (rc, out) = kubectl_on_terminal(
+        &s,
+        KUBECTL_1_33,
+        rows,
+        cols,
+        &steps,
+        &["attach", "-it", "t"],
+    );
+    assert!(
+        out.contains("/dev/pts/0\r\n"),
+        "{out:?}\nserver log tail: {}",
+        e2e::cli::tail(&s.log())
+    );
+    assert!(out.contains("50 120\r\n"), "{out:?}");
+    assert_eq!(rc, 0, "{out:?}");
+    let logs = ok(&s, &["logs", "t"]);
+    assert!(logs.contains("/dev/pts/0"), "{logs:?}");
+    assert!(logs.contains("50 120"), "{logs:?}");
 }
 
 /// The Python client's `stream(..., tty=True)` resizing on channel 4.

@@ -17,7 +17,7 @@
 //! Errors are `metav1.Status` JSON, so the API server can hand them to the client as is.
 
 mod portforward;
-mod pty;
+pub(crate) mod pty;
 mod spdy;
 mod stream;
 mod ws;

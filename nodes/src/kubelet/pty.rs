@@ -25,16 +25,17 @@ pub(crate) struct Pty {
 /// `init_pid` (the host's `/dev/ptmx` if that fails), its slave owned by `uid`/`gid` as a
 /// runtime's terminal is.
 pub(crate) fn open(init_pid: u32, uid: u32, gid: u32) -> io::Result<Pty> {
-    let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC;
-    let master = rustix::fs::open(
-        format!("/proc/{init_pid}/root/dev/ptmx"),
-        flags,
-        Mode::empty(),
-    )
-    .or_else(|e| {
+    open_at(&format!("/proc/{init_pid}/root/dev/ptmx"), uid, gid).or_else(|e| {
         tracing::debug!(init_pid, error = %e, "container devpts unavailable, using the host's");
-        rustix::fs::open("/dev/ptmx", flags, Mode::empty())
-    })?;
+        open_at("/dev/ptmx", uid, gid)
+    })
+}
+
+/// Opens a pseudo-terminal through the multiplexer `ptmx` (a devpts' `ptmx` node), its
+/// slave owned by `uid`/`gid`.
+pub(crate) fn open_at(ptmx: &str, uid: u32, gid: u32) -> io::Result<Pty> {
+    let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let master = rustix::fs::open(ptmx, flags, Mode::empty())?;
     rustix::pty::unlockpt(&master)?;
     let slave = rustix::pty::ioctl_tiocgptpeer(
         &master,
@@ -51,6 +52,17 @@ pub(crate) fn open(init_pid: u32, uid: u32, gid: u32) -> io::Result<Pty> {
         master: File::from(master),
         slave,
     })
+}
+
+/// The number `N` of the terminal whose master is `master` (its slave is `pts/N` of its
+/// devpts).
+pub(crate) fn number(master: impl AsFd) -> io::Result<u32> {
+    let name = rustix::pty::ptsname(master, Vec::new())?;
+    name.to_string_lossy()
+        .rsplit('/')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| io::Error::other("unexpected terminal name"))
 }
 
 /// Sets the window size of the terminal whose master is `master`.

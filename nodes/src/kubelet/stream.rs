@@ -539,6 +539,22 @@ pub(crate) async fn attach(mut session: Session, instance: Instance, streams: St
     let mut output = instance.output.subscribe();
     let mut done = instance.done.clone();
     let stdin = instance.stdin.clone().filter(|_| streams.stdin);
+    // A command on a terminal takes the client's window sizes, the first one included.
+    let resize_task = instance.terminal.clone().map(|master| {
+        let mut resize = session.resize.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Some(size) = *resize.borrow_and_update()
+                    && let Err(e) = pty::resize(&*master, size)
+                {
+                    tracing::debug!(error = %e, "terminal resize failed");
+                }
+                if resize.changed().await.is_err() {
+                    break;
+                }
+            }
+        })
+    });
     loop {
         tokio::select! {
             got = output.recv() => match got {
@@ -559,6 +575,9 @@ pub(crate) async fn attach(mut session: Session, instance: Instance, streams: St
             },
             () = async { let _ = done.wait_for(|d| *d).await; } => break,
         }
+    }
+    if let Some(t) = resize_task {
+        t.abort();
     }
     drop(out_tx);
     session

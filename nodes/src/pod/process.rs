@@ -29,7 +29,7 @@ use crate::process::logs::{self, LogFile};
 use crate::process::registry::{Identity, Instance};
 use crate::process::sandbox::{self, Mount, Spec};
 use crate::process::volumes::Writer;
-use crate::process::{ProcessNode, lifecycle, probe};
+use crate::process::{ProcessNode, lifecycle, probe, terminal};
 
 /// The user containers run as unless the pod says otherwise (`nobody`).
 const DEFAULT_UID: u32 = 65534;
@@ -607,6 +607,11 @@ impl Driver {
         tokio::fs::create_dir_all(&log_dir).await.map_err(io)?;
         let log_path = log_dir.join(format!("{restarts}.log"));
         let log = LogFile::create(&log_path).await.map_err(io)?;
+        let tty = spec_c.tty.unwrap_or(false);
+        let mut environment = environment;
+        if tty && !environment.iter().any(|(k, _)| k == "TERM") {
+            environment.push(("TERM".into(), "xterm".into()));
+        }
         let identity = Identity {
             uid,
             gid,
@@ -629,22 +634,44 @@ impl Driver {
                 .filter(|p| !p.is_empty())
                 .unwrap_or_else(|| "/dev/termination-log".into()),
             stdin: spec_c.stdin.unwrap_or(false),
+            tty,
         };
         let mut child = sandbox::command(&sandbox_spec)
             .spawn()
             .map_err(|e| StartError::Start(format!("starting the container: {e}")))?;
+        let terminal = if tty {
+            let master = terminal::open(&mut child, &dir.join("rootfs"), uid, gid)
+                .await
+                .map_err(|e| StartError::Start(format!("opening the container's terminal: {e}")))?;
+            Some(Arc::new(master))
+        } else {
+            None
+        };
         let unshare_pid = child.id();
         let init_pid = Arc::new(Mutex::new(None));
         let (done_tx, done_rx) = watch::channel(false);
         let (output, _) = broadcast::channel(256);
-        let stdin = match child.stdin.take() {
+        let stdin_pipe = match &terminal {
+            Some(master) if spec_c.stdin.unwrap_or(false) => master
+                .try_clone()
+                .ok()
+                .map(|m| Box::new(tokio::fs::File::from_std(m)) as StdinSink),
+            Some(_) => None,
+            None => child.stdin.take().map(|p| Box::new(p) as StdinSink),
+        };
+        let stdin = match stdin_pipe {
             Some(mut pipe) => {
                 let (tx, mut rx) = mpsc::channel::<Option<Bytes>>(64);
                 let once = spec_c.stdin_once.unwrap_or(false);
                 tokio::spawn(async move {
                     while let Some(msg) = rx.recv().await {
                         match msg {
-                            Some(b) if pipe.write_all(&b).await.is_err() => break,
+                            Some(b)
+                                if pipe.write_all(&b).await.is_err()
+                                    || pipe.flush().await.is_err() =>
+                            {
+                                break;
+                            }
                             None if once => break,
                             _ => {}
                         }
@@ -663,6 +690,7 @@ impl Driver {
             stdin,
             output: output.clone(),
             identity,
+            terminal: terminal.clone(),
         };
         self.node
             .registry
@@ -671,7 +699,15 @@ impl Driver {
                 c.logs.push(log_path.clone());
                 c.running = Some(instance);
             });
-        let stdout = child.stdout.take();
+        // On a terminal, the command's output is the master's (stderr merged, as a terminal
+        // does); the script's own stdout ended with the hand-over.
+        let stdout: Option<Box<dyn tokio::io::AsyncRead + Send + Unpin>> = match &terminal {
+            Some(master) => master
+                .try_clone()
+                .ok()
+                .map(|m| Box::new(tokio::fs::File::from_std(m)) as _),
+            None => child.stdout.take().map(|s| Box::new(s) as _),
+        };
         let stderr = child.stderr.take();
         let tx = self.exits_tx.clone();
         let id_owned = id.to_owned();
@@ -821,6 +857,9 @@ impl Driver {
 }
 
 /// Whether the host mounts the cgroup v2 unified hierarchy, which resource limits need.
+/// Where attach's stdin goes: the command's stdin pipe, or its terminal's master.
+type StdinSink = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+
 fn cgroup_v2_available() -> bool {
     std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
 }

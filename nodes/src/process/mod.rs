@@ -15,6 +15,7 @@ pub(crate) mod logs;
 pub(crate) mod probe;
 pub(crate) mod registry;
 pub(crate) mod sandbox;
+pub(crate) mod terminal;
 pub(crate) mod usage;
 pub(crate) mod volumes;
 

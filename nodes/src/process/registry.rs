@@ -40,6 +40,9 @@ pub(crate) struct Instance {
     pub(crate) output: broadcast::Sender<(u8, Bytes)>,
     /// Who `exec` runs as, and with what environment.
     pub(crate) identity: Identity,
+    /// The master of the terminal the command runs on (`tty: true`), for attach's window
+    /// sizes.
+    pub(crate) terminal: Option<Arc<std::fs::File>>,
 }
 
 /// One container of a pod.

@@ -58,7 +58,15 @@ pub(crate) struct Spec {
     pub(crate) termination_path: String,
     /// Keep stdin open for attach.
     pub(crate) stdin: bool,
+    /// Run the command on a terminal (`tty: true`): see [`TTY_READY`].
+    pub(crate) tty: bool,
 }
+
+/// With [`Spec::tty`], the line the script prints on stdout once the container's devpts is
+/// mounted; the kubelet then opens a terminal there and writes its number on the script's
+/// stdin, and the script makes `/dev/pts/<number>` its stdin, stdout and stderr (so the
+/// command's controlling terminal, through `setsid -c`).
+pub(crate) const TTY_READY: &str = "capstan-tty-ready";
 
 /// Single-quotes `s` for sh.
 pub(crate) fn quote(s: &str) -> String {
@@ -122,6 +130,11 @@ fn script(spec: &Spec) -> String {
          mount -t tmpfs -o mode=1777,nosuid,nodev shm \"$R/dev/shm\"\n\
          ln -s /proc/self/fd \"$R/dev/fd\"; ln -s /proc/self/fd/0 \"$R/dev/stdin\"; ln -s /proc/self/fd/1 \"$R/dev/stdout\"; ln -s /proc/self/fd/2 \"$R/dev/stderr\"\n",
     );
+    if spec.tty {
+        s.push_str(&format!(
+            "echo {TTY_READY}\nread -r __n\ncase $__n in ''|*[!0-9]*) exit 1;; esac\nexec 0<>\"$R/dev/pts/$__n\" 1>&0 2>&0\n"
+        ));
+    }
     // A bind at a path resolved inside the container root: $1 source, $2 target, $3 "dir"
     // or "file", $4 "ro" or "rw".
     s.push_str(
@@ -154,7 +167,7 @@ fn script(spec: &Spec) -> String {
     s.push_str(&format!(
         "/usr/bin/prlimit --pid $$ --nproc={MAX_PROCESSES}\n"
     ));
-    s.push_str("PATH=$__p\nunset __p R t\n");
+    s.push_str("PATH=$__p\nunset __p __n R t\n");
     let mut exec = vec![
         "exec".to_owned(),
         "/usr/sbin/chroot".to_owned(),
@@ -162,6 +175,10 @@ fn script(spec: &Spec) -> String {
     ];
     // `$R` was unset above: use the literal root.
     exec[2] = q(&root);
+    if spec.tty {
+        // A new session whose controlling terminal is the pty on stdin.
+        exec.extend(["/usr/bin/setsid".to_owned(), "-c".to_owned()]);
+    }
     exec.extend(privileges(&spec.identity).iter().map(|a| q(a)));
     exec.extend([
         "/usr/bin/env".to_owned(),
@@ -200,7 +217,7 @@ pub(crate) fn command(spec: &Spec) -> tokio::process::Command {
     cmd.args(&spec.argv);
     cmd.env_clear();
     cmd.envs(spec.identity.env.iter().map(|(k, v)| (k, v)));
-    cmd.stdin(if spec.stdin {
+    cmd.stdin(if spec.stdin || spec.tty {
         Stdio::piped()
     } else {
         Stdio::null()
@@ -297,6 +314,7 @@ mod tests {
             }],
             termination_path: "/dev/termination-log".into(),
             stdin: false,
+            tty: false,
         };
         let s = script(&spec);
         assert!(s.contains("bindin '/x/v' '/data' file ro"));
