@@ -23,6 +23,7 @@ mod metrics;
 mod namespace;
 mod node_lifecycle;
 mod pod_gc;
+mod pvc_protection;
 mod queue;
 mod replicaset;
 mod resourcequota;
@@ -256,6 +257,11 @@ const CONTROLLERS: &[ControllerSpec] = &[
         name: "clusterrole-aggregation",
         default_on: true,
         start: clusterrole_aggregation::start,
+    },
+    ControllerSpec {
+        name: "persistentvolumeclaim-protection",
+        default_on: true,
+        start: pvc_protection::start,
     },
 ];
 

@@ -25,6 +25,7 @@ pub mod policy_status;
 pub mod priority;
 pub mod resource_quota;
 pub mod service_account;
+pub mod storage_protection;
 pub mod subresource;
 pub mod taint_nodes;
 pub mod validating_policy;
@@ -275,6 +276,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "PodSecurity",
     "Priority",
     "DefaultTolerationSeconds",
+    "StorageObjectInUseProtection",
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
@@ -292,6 +294,7 @@ pub const DEFAULT_ON: &[&str] = &[
     "PodSecurity",
     "Priority",
     "DefaultTolerationSeconds",
+    "StorageObjectInUseProtection",
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionWebhook",
@@ -396,6 +399,9 @@ impl Chain {
                 "DefaultTolerationSeconds" => mutating.push(Box::new(
                     default_toleration_seconds::DefaultTolerationSeconds,
                 )),
+                "StorageObjectInUseProtection" => {
+                    mutating.push(Box::new(storage_protection::StorageObjectInUseProtection))
+                }
                 // Built into the handlers' create path.
                 _ => {}
             }
@@ -812,6 +818,7 @@ mod tests {
                 "PodSecurity",
                 "Priority",
                 "DefaultTolerationSeconds",
+                "StorageObjectInUseProtection",
                 "MutatingAdmissionWebhook",
                 "ValidatingAdmissionPolicy",
                 "ValidatingAdmissionWebhook",
@@ -835,7 +842,7 @@ mod tests {
             enable: vec![],
             disable: vec!["PodSecurity".into()],
         };
-        assert_eq!(off.enabled().unwrap().len(), 11);
+        assert_eq!(off.enabled().unwrap().len(), 12);
     }
 
     #[test]
