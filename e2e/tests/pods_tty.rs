@@ -231,47 +231,44 @@ fn kubectl_exec_tty_takes_the_clients_window_size() {
 }
 
 /// A container with `tty: true` and `stdin: true`: its `sh` runs on a terminal of the
-/// container's devpts; `kubectl attach -it` (1.33, WebSocket) types into it, gives it the
+/// container's devpts; `kubectl attach -it` (1.33 on WebSocket, 1.28 on SPDY) types into it, gives it the
 /// client's window size and every later one, and the container log records the terminal.
 #[test]
 fn kubectl_attach_tty_reaches_the_main_process_terminal() {
     let (dir, s) = process_cluster();
-    let manifest = dir.path().join("t.yaml");
-    std::fs::write(
-        &manifest,
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: t\nspec:\n  restartPolicy: Never\n  \
-         containers:\n  - name: t\n    image: busybox\n    command: [sh]\n    stdin: true\n    \
-         tty: true\n",
-    )
-    .expect("manifest written");
-    ok(&s, &["apply", "-f", &manifest.to_string_lossy()]);
-    wait_running(&s, "t");
-    let (rows, cols) = (37, 101);
-    let steps = serde_json::json!([
-        {"send": "stty size; tty\r", "until": format!("{rows} {cols}\r\n")},
-        {"expect": "/dev/pts/0\r\n"},
-        {"resize": [50, 120]},
-        {"send": "stty size\r", "until": "50 120\r\n"},
-        {"send": "exit\r"},
-    ]);
-    let (rc, out) = kubectl_on_terminal(
-        &s,
-        KUBECTL_1_33,
-        rows,
-        cols,
-        &steps,
-        &["attach", "-it", "t"],
-    );
-    assert!(
-        out.contains("/dev/pts/0\r\n"),
-        "{out:?}\nserver log tail: {}",
-        e2e::cli::tail(&s.log())
-    );
-    assert!(out.contains("50 120\r\n"), "{out:?}");
-    assert_eq!(rc, 0, "{out:?}");
-    let logs = ok(&s, &["logs", "t"]);
-    assert!(logs.contains("/dev/pts/0"), "{logs:?}");
-    assert!(logs.contains("50 120"), "{logs:?}");
+    for (kubectl, pod, rows, cols) in [(KUBECTL_1_33, "t", 37, 101), (KUBECTL_1_28, "u", 41, 99)] {
+        let manifest = dir.path().join(format!("{pod}.yaml"));
+        std::fs::write(
+            &manifest,
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\nspec:\n  restartPolicy: Never\n  \
+                 containers:\n  - name: c\n    image: busybox\n    command: [sh]\n    stdin: true\n    \
+                 tty: true\n"
+            ),
+        )
+        .expect("manifest written");
+        ok(&s, &["apply", "-f", &manifest.to_string_lossy()]);
+        wait_running(&s, pod);
+        let steps = serde_json::json!([
+            {"send": "stty size; tty\r", "until": format!("{rows} {cols}\r\n")},
+            {"expect": "/dev/pts/0\r\n"},
+            {"resize": [50, 120]},
+            {"send": "stty size\r", "until": "50 120\r\n"},
+            {"send": "exit\r"},
+        ]);
+        let (rc, out) =
+            kubectl_on_terminal(&s, kubectl, rows, cols, &steps, &["attach", "-it", pod]);
+        assert!(
+            out.contains("/dev/pts/0\r\n"),
+            "{kubectl}: {out:?}\nserver log tail: {}",
+            e2e::cli::tail(&s.log())
+        );
+        assert!(out.contains("50 120\r\n"), "{kubectl}: {out:?}");
+        assert_eq!(rc, 0, "{kubectl}: {out:?}");
+        let logs = ok(&s, &["logs", pod]);
+        assert!(logs.contains("/dev/pts/0"), "{kubectl}: {logs:?}");
+        assert!(logs.contains("50 120"), "{kubectl}: {logs:?}");
+    }
 }
 
 /// The Python client's `stream(..., tty=True)` resizing on channel 4.

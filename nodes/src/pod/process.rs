@@ -639,13 +639,13 @@ impl Driver {
         let mut child = sandbox::command(&sandbox_spec)
             .spawn()
             .map_err(|e| StartError::Start(format!("starting the container: {e}")))?;
-        let terminal = if tty {
-            let master = terminal::open(&mut child, &dir.join("rootfs"), uid, gid)
+        let (terminal, slave) = if tty {
+            let pty = terminal::open(&mut child, &dir.join("rootfs"), uid, gid)
                 .await
                 .map_err(|e| StartError::Start(format!("opening the container's terminal: {e}")))?;
-            Some(Arc::new(master))
+            (Some(Arc::new(pty.master)), Some(pty.slave))
         } else {
-            None
+            (None, None)
         };
         let unshare_pid = child.id();
         let init_pid = Arc::new(Mutex::new(None));
@@ -727,6 +727,8 @@ impl Driver {
             let err =
                 stderr.map(|s| tokio::spawn(logs::pump(s, "stderr", log.clone(), output.clone())));
             let status = child.wait().await;
+            // Every process of the container is gone: the master now reads EIO at the end.
+            drop(slave);
             for pump in [out, err].into_iter().flatten() {
                 let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
             }

@@ -8,7 +8,6 @@
 //! opens a terminal through `/proc/<init>/root/<rootfs>/dev/pts/ptmx` and answers its
 //! number on the script's stdin.
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::time::Duration;
@@ -17,14 +16,16 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Child;
 
 use super::sandbox;
-use crate::kubelet::pty;
+use crate::kubelet::pty::{self, Pty};
 
 /// How long the container's setup may take to reach its devpts.
 const SETUP_WAIT: Duration = Duration::from_secs(20);
 
 /// Opens the terminal of the container instance `child` (started from a [`sandbox::Spec`]
-/// with `tty`, its root at `rootfs`) and hands its slave to the script; returns the master.
-pub(crate) async fn open(child: &mut Child, rootfs: &Path, uid: u32, gid: u32) -> io::Result<File> {
+/// with `tty`, its root at `rootfs`) and hands its slave to the script; returns the pair.
+/// The caller keeps the slave open until the container has exited: a master whose slave
+/// is closed reads EIO, as it would in the moment before the script opens its own.
+pub(crate) async fn open(child: &mut Child, rootfs: &Path, uid: u32, gid: u32) -> io::Result<Pty> {
     let unshare_pid = child
         .id()
         .ok_or_else(|| io::Error::other("the container exited"))?;
@@ -55,5 +56,5 @@ pub(crate) async fn open(child: &mut Child, rootfs: &Path, uid: u32, gid: u32) -
     stdin.write_all(format!("{n}\n").as_bytes()).await?;
     stdin.flush().await?;
     tracing::debug!(init, n, "container terminal open");
-    Ok(terminal.master)
+    Ok(terminal)
 }
