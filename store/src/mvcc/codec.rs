@@ -221,7 +221,6 @@ impl Mvcc {
             keys,
             by_rev: super::rev_index::RevIndex::from_unsorted(by_rev),
             arena: super::arena::Arena::default(),
-            shared: Vec::new(),
             revision: data.revision,
             compacted: data.compacted,
             leases,

@@ -163,11 +163,6 @@ pub struct Mvcc {
     pub(super) cluster: ClusterRecord,
     /// Where new keys and small values are packed.
     pub(super) arena: Arena,
-    /// Small values still sharing the Raft entry they came in (key and revision): the
-    /// in-memory log holds those entries until the next snapshot lets it trim, so copying the
-    /// values at once would hold them twice; [`Mvcc::repack_shared`] moves them to the arena
-    /// after the trim.
-    pub(super) shared: Vec<(Bytes, Revision)>,
 }
 
 impl Default for Mvcc {
@@ -181,7 +176,6 @@ impl Default for Mvcc {
             leases: BTreeMap::new(),
             cluster: ClusterRecord::default(),
             arena: Arena::default(),
-            shared: Vec::new(),
         }
     }
 }
@@ -233,26 +227,6 @@ impl Mvcc {
     /// Mutable access to the membership, for the Raft driver applying a conf change.
     pub fn cluster_mut(&mut self) -> &mut ClusterRecord {
         &mut self.cluster
-    }
-
-    /// Moves the small values that still share their Raft entries into the arena (call once
-    /// the log has trimmed the entries: each then frees its whole allocation). Returns how
-    /// many moved.
-    pub fn repack_shared(&mut self) -> usize {
-        let mut moved = 0;
-        for (key, rev) in std::mem::take(&mut self.shared) {
-            let Some(versions) = self.keys.get_mut(&key) else {
-                continue;
-            };
-            let Ok(i) = versions.binary_search_by(|r| r.rev.cmp(&rev)) else {
-                continue;
-            };
-            if let Some(rec) = versions.get_mut(i) {
-                rec.value = self.arena.store(&rec.value);
-                moved += 1;
-            }
-        }
-        moved
     }
 
     /// Number of live keys.
@@ -520,17 +494,15 @@ impl Mvcc {
             .get(&key)
             .and_then(|v| Self::visible(v, None))
             .cloned();
-        let mut shares_entry = false;
+        // A value stays a slice of the Raft entry it came in (the in-memory log holds that
+        // entry until the next snapshot: a copy would hold the bytes twice until then).
         let value = match (&prev, req.ignore_value) {
             (Some(p), true) => p.value.clone(),
             _ => match cur
                 .source
                 .and_then(|src| super::shared_value::find(src, &req.value))
             {
-                Some(slice) => {
-                    shares_entry = slice.len() <= super::arena::MAX_PACKED;
-                    slice
-                }
+                Some(slice) => slice,
                 None if req.value.len() <= super::arena::MAX_PACKED => self.arena.store(&req.value),
                 None => Bytes::from(req.value),
             },
@@ -540,9 +512,6 @@ impl Mvcc {
             _ => req.lease,
         };
         let rev = cur.next();
-        if shares_entry {
-            self.shared.push((key.clone(), rev));
-        }
         let rec = Record {
             rev,
             create: prev.as_ref().map_or(rev.main, |p| p.create),
@@ -828,28 +797,6 @@ fn sort(found: &mut [(&Bytes, &Record)], order: i32, target: i32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A value applied from its Raft entry shares it until `repack_shared` moves it into
-    /// the arena; reads see the same bytes before and after.
-    #[test]
-    fn shared_values_move_to_the_arena_after_the_log_trims() {
-        use prost::Message as _;
-        let mut m = Mvcc::default();
-        let req = pb::PbPutRequest {
-            key: b"/registry/k".to_vec(),
-            value: vec![b'v'; 300],
-            ..Default::default()
-        };
-        let entry = Bytes::from(req.encode_to_vec());
-        let inside = entry.as_ptr() as usize..entry.as_ptr() as usize + entry.len();
-        m.apply_from(Op::Put(req), Some(&entry)).unwrap();
-        let at = |m: &Mvcc| m.keys.values().next().unwrap()[0].value.as_ptr() as usize;
-        assert!(inside.contains(&at(&m)));
-        assert_eq!(m.repack_shared(), 1);
-        assert!(!inside.contains(&at(&m)));
-        assert_eq!(get(&m, "/registry/k", 0).unwrap(), Some("v".repeat(300)));
-        assert_eq!(m.repack_shared(), 0);
-    }
 
     fn put(m: &mut Mvcc, k: &str, v: &str) -> i64 {
         let req = pb::PbPutRequest {

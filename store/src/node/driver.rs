@@ -774,13 +774,8 @@ impl Driver {
                         .mut_store()
                         .snapshot_saved(meta, self.catch_up_entries)?;
                     self.snapshot_in_flight = None;
-                    // The trimmed entries' values move into the state's arena (issue 26).
-                    let repacked = (self.mvcc.write())
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .repack_shared();
                     tracing::info!(
                         index,
-                        repacked,
                         save_ms = elapsed.as_millis() as u64,
                         "saved snapshot"
                     );
