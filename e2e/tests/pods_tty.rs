@@ -269,6 +269,33 @@ fn kubectl_attach_tty_reaches_the_main_process_terminal() {
         assert!(logs.contains("/dev/pts/0"), "{kubectl}: {logs:?}");
         assert!(logs.contains("50 120"), "{kubectl}: {logs:?}");
     }
+
+    // `kubectl run -it --rm`: the pod is made with stdin and tty, attached to once
+    // running, and deleted when its shell exits.
+    let steps = serde_json::json!([
+        {"send": "tty\r", "until": "/dev/pts/0\r\n"},
+        {"send": "exit\r"},
+    ]);
+    let (rc, out) = kubectl_on_terminal(
+        &s,
+        KUBECTL_1_33,
+        24,
+        80,
+        &steps,
+        &[
+            "run",
+            "-it",
+            "--rm",
+            "r",
+            "--image=busybox",
+            "--restart=Never",
+            "--",
+            "sh",
+        ],
+    );
+    assert!(out.contains("/dev/pts/0\r\n"), "{out:?}");
+    assert_eq!(rc, 0, "{out:?}");
+    assert!(out.contains("pod \"r\" deleted"), "{out:?}");
 }
 
 /// The Python client's `stream(..., tty=True)` resizing on channel 4.
