@@ -321,5 +321,11 @@ mod tests {
         assert!(s.contains("'--reuid=1000'"));
         assert!(s.contains("/usr/bin/prlimit --pid $$ --nproc=1024\n"));
         assert!(s.contains("exec /usr/sbin/chroot '/x/c/rootfs'"));
+        assert!(!s.contains(TTY_READY));
+        let s = script(&Spec { tty: true, ..spec });
+        let ready = s.find(TTY_READY).expect("handshake");
+        assert!(ready > s.find("mount -t devpts").expect("devpts"));
+        assert!(s.contains("exec 0<>\"$R/dev/pts/$__n\" 1>&0 2>&0\n"));
+        assert!(s.contains("exec /usr/sbin/chroot '/x/c/rootfs' /usr/bin/setsid -c "));
     }
 }
