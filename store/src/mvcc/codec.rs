@@ -220,7 +220,6 @@ impl Mvcc {
         Ok(Mvcc {
             keys,
             by_rev: super::rev_index::RevIndex::from_unsorted(by_rev),
-            arena: super::arena::Arena::default(),
             revision: data.revision,
             compacted: data.compacted,
             leases,

@@ -17,7 +17,6 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-use super::arena::Arena;
 use super::cluster::ClusterRecord;
 use super::rev_index::RevIndex;
 use super::revision::Revision;
@@ -161,8 +160,6 @@ pub struct Mvcc {
     pub(super) leases: BTreeMap<i64, LeaseEntry>,
     /// The replicated membership (see [`ClusterRecord`]).
     pub(super) cluster: ClusterRecord,
-    /// Where new keys and small values are packed.
-    pub(super) arena: Arena,
 }
 
 impl Default for Mvcc {
@@ -175,7 +172,6 @@ impl Default for Mvcc {
             compacted: 0,
             leases: BTreeMap::new(),
             cluster: ClusterRecord::default(),
-            arena: Arena::default(),
         }
     }
 }
@@ -487,7 +483,7 @@ impl Mvcc {
         // A key written before keeps its bytes (its history and leases share them).
         let key = match self.keys.get_key_value(req.key.as_slice()) {
             Some((k, _)) => k.clone(),
-            None => self.arena.store(&req.key),
+            None => Bytes::from(req.key),
         };
         let prev = self
             .keys
@@ -503,7 +499,6 @@ impl Mvcc {
                 .and_then(|src| super::shared_value::find(src, &req.value))
             {
                 Some(slice) => slice,
-                None if req.value.len() <= super::arena::MAX_PACKED => self.arena.store(&req.value),
                 None => Bytes::from(req.value),
             },
         };

@@ -9,7 +9,6 @@
 //! Architecture invariant: applying the same commands in the same order gives the same state
 //! and the same results on every member (no clocks, no randomness).
 
-mod arena;
 mod cluster;
 mod codec;
 mod kv;
