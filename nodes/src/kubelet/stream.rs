@@ -555,12 +555,15 @@ pub(crate) async fn attach(mut session: Session, instance: Instance, streams: St
             }
         })
     });
+    let wanted = |channel: u8| {
+        (channel == STDOUT && streams.stdout) || (channel == STDERR && streams.stderr)
+    };
+    let mut exited = false;
     loop {
         tokio::select! {
             got = output.recv() => match got {
                 Ok((channel, data)) => {
-                    let wanted = (channel == STDOUT && streams.stdout) || (channel == STDERR && streams.stderr);
-                    if wanted && out_tx.send(Outgoing::Data(channel, data.to_vec())).await.is_err() {
+                    if wanted(channel) && out_tx.send(Outgoing::Data(channel, data.to_vec())).await.is_err() {
                         break;
                     }
                 }
@@ -573,7 +576,19 @@ pub(crate) async fn attach(mut session: Session, instance: Instance, streams: St
                 (Some(_), None) => {}
                 (None, _) => break,
             },
-            () = async { let _ = done.wait_for(|d| *d).await; } => break,
+            () = async { let _ = done.wait_for(|d| *d).await; } => { exited = true; break }
+        }
+    }
+    // `done` is set only once the container's output is all published: what is still queued
+    // is the end of it (a last line on stderr after stdout's), and the client gets it too.
+    while exited && let Ok((channel, data)) = output.try_recv() {
+        if wanted(channel)
+            && out_tx
+                .send(Outgoing::Data(channel, data.to_vec()))
+                .await
+                .is_err()
+        {
+            break;
         }
     }
     if let Some(t) = resize_task {
