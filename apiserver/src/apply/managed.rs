@@ -136,8 +136,10 @@ fn entry_json(e: &Entry) -> Value {
     v
 }
 
-/// Sets `obj`'s `metadata.managedFields` to `list` (removed when empty).
-fn put(obj: &mut Map<String, Value>, list: Vec<Value>) {
+/// Sets `obj`'s `metadata.managedFields` to `list` (removed when empty), in upstream's
+/// order ([`sort_entries`]).
+fn put(obj: &mut Map<String, Value>, mut list: Vec<Value>) {
+    sort_entries(&mut list);
     if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
         if list.is_empty() {
             meta.remove("managedFields");
@@ -145,6 +147,30 @@ fn put(obj: &mut Map<String, Value>, list: Vec<Value>) {
             meta.insert("managedFields".into(), Value::Array(list));
         }
     }
+}
+
+/// Orders entries as upstream's field manager writes them (`sortEncodedManagedFields`): by
+/// operation (`Apply` before `Update`), then by time in whole seconds (oldest first; an
+/// entry without a readable time counts as 0), then by manager, apiVersion and subresource.
+/// So a controller's status entry written in the same second as the create comes before
+/// `kubectl-create` by name, and after it when written a second later.
+pub fn sort_entries(list: &mut [Value]) {
+    let text = |e: &Value, k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let seconds = |e: &Value| {
+        e.get("time")
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map_or(0, |t| t.as_second())
+    };
+    list.sort_by_cached_key(|e| {
+        (
+            text(e, "operation"),
+            seconds(e),
+            text(e, "manager"),
+            text(e, "apiVersion"),
+            text(e, "subresource"),
+        )
+    });
 }
 
 /// Now, as managedFields times are written (seconds).

@@ -230,15 +230,24 @@ mod tests {
             e[0].fields.to_json(),
             json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}}}})
         );
-        // A status write owns status only and leaves the other entries alone.
+        // A status write owns status only and leaves the other entries alone. (Its manager
+        // sorts after `kubectl`: entries are ordered by time, then manager, and this write is
+        // the latest, so it stays last whether or not a second passed.)
         let mut with_status = scaled.clone();
         with_status.insert("status".into(), json!({"replicas": 3}));
-        managed::record_update(&mut with_status, &scaled, ty, "ctrl", "apps/v1", "status");
+        managed::record_update(
+            &mut with_status,
+            &scaled,
+            ty,
+            "status-ctrl",
+            "apps/v1",
+            "status",
+        );
         let e = managed::entries(&with_status);
         assert_eq!(e.len(), 3, "{e:?}");
         assert_eq!(
             (e[2].manager.as_str(), e[2].subresource.as_str()),
-            ("ctrl", "status")
+            ("status-ctrl", "status")
         );
         assert_eq!(
             e[2].fields.to_json(),
@@ -257,7 +266,14 @@ mod tests {
         let mut again = with_status.clone();
         again["status"]["replicas"] = json!(4);
         again["status"]["ready"] = json!(1);
-        managed::record_update(&mut again, &with_status, ty, "ctrl", "apps/v1", "status");
+        managed::record_update(
+            &mut again,
+            &with_status,
+            ty,
+            "status-ctrl",
+            "apps/v1",
+            "status",
+        );
         let list = again["metadata"]["managedFields"].as_array().unwrap();
         assert_eq!(list.len(), 3);
         assert_eq!(
@@ -273,6 +289,27 @@ mod tests {
         relabeled["metadata"]["labels"]["b"] = json!("y");
         managed::record_update(&mut relabeled, &with_status, ty, "kubectl", "apps/v1", "");
         assert_eq!(managed::entries(&relabeled).len(), 3);
+    }
+
+    #[test]
+    fn entries_sort_as_upstream_writes_them() {
+        let e = |manager: &str, operation: &str, time: &str| json!({"manager": manager, "operation": operation, "time": time});
+        let mut list = vec![
+            e("kubectl-create", "Update", "2026-01-01T00:00:00Z"),
+            e("kube-apiserver", "Update", "2026-01-01T00:00:00Z"),
+            e("late", "Update", "2025-12-31T23:59:59Z"),
+            e("zz", "Apply", "2026-01-02T00:00:00Z"),
+            e("untimed", "Update", "not a time"),
+        ];
+        managed::sort_entries(&mut list);
+        let managers: Vec<&str> = list
+            .iter()
+            .map(|e| e["manager"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            managers,
+            ["zz", "untimed", "late", "kube-apiserver", "kubectl-create"]
+        );
     }
 
     #[test]

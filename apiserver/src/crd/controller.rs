@@ -9,13 +9,19 @@
 //! few), writes the statuses that differ (compare-and-swap on each CRD's revision: a lost
 //! race is the next pass's work), replaces the registry's custom set, and works on CRDs
 //! being deleted. While one is, it also runs every second, until its objects are gone.
+//!
+//! Every write here is a status write as upstream's controllers make it (`UpdateStatus`
+//! through kube-apiserver's loopback client): the field manager records it under the
+//! manager `kube-apiserver`, subresource `status` ([`record_status_write`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use crate::apply::managed;
 use crate::handlers::Ctx;
+use crate::patch::schema::{self, Ty};
 use crate::registry::custom;
 use crate::storage;
 
@@ -79,6 +85,7 @@ async fn pass(ctx: &Ctx) -> Result<bool, storage::Error> {
         if status != crd["status"] {
             let mut next = crd.clone();
             next["status"] = status;
+            record_status_write(&mut next, crd);
             let bytes = crate::codec::go_json::to_vec(&next);
             match ctx.storage.update(key, bytes, *revision).await {
                 Ok(rev) => {
@@ -112,6 +119,22 @@ async fn pass(ctx: &Ctx) -> Result<bool, storage::Error> {
         }
     }
     Ok(busy)
+}
+
+/// The manager of the controllers' writes: upstream's loopback client's User-Agent
+/// (`kube-apiserver/v1.33.…`) as the field manager derives it.
+const MANAGER: &str = "kube-apiserver";
+
+/// Records in `next` the field manager's entry for the status write turning `old` into
+/// `next`, as kube-apiserver records its controllers' `UpdateStatus` calls: an `Update` by
+/// [`MANAGER`] with subresource `status`, owning the status fields it changed (the
+/// conditions keyed by `type`).
+fn record_status_write(next: &mut Value, old: &Value) {
+    let ty = schema::root("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
+        .unwrap_or(Ty::Untyped);
+    if let (Value::Object(new), Value::Object(old)) = (next, old) {
+        managed::record_update(new, old, ty, MANAGER, "apiextensions.k8s.io/v1", "status");
+    }
 }
 
 /// The status the naming and establishing controllers give `crd` (`others`: every CRD,
@@ -165,6 +188,7 @@ async fn finalize(ctx: &Ctx, key: &str, revision: i64, crd: &Value) -> Result<()
         next["status"] =
             super::naming::terminating_status(crd, &super::naming::Termination::InProgress, now);
         if next != *crd {
+            record_status_write(&mut next, crd);
             let bytes = crate::codec::go_json::to_vec(&next);
             match ctx.storage.update(key, bytes, revision).await {
                 Ok(_) | Err(storage::Error::Conflict | storage::Error::NotFound) => {}
@@ -189,6 +213,7 @@ async fn finalize(ctx: &Ctx, key: &str, revision: i64, crd: &Value) -> Result<()
     next["metadata"]["finalizers"] = json!(others);
     next["status"] =
         super::naming::terminating_status(crd, &super::naming::Termination::Completed, now);
+    record_status_write(&mut next, crd);
     let bytes = crate::codec::go_json::to_vec(&next);
     match ctx.storage.update(key, bytes, revision).await {
         Ok(_) | Err(storage::Error::Conflict | storage::Error::NotFound) => Ok(()),
