@@ -64,6 +64,7 @@ watched_as_is!(
     k8s_openapi::api::core::v1::Endpoints,
     k8s_openapi::api::core::v1::Namespace,
     k8s_openapi::api::core::v1::Node,
+    k8s_openapi::api::core::v1::PersistentVolume,
     k8s_openapi::api::core::v1::PersistentVolumeClaim,
     k8s_openapi::api::core::v1::ReplicationController,
     k8s_openapi::api::core::v1::ResourceQuota,

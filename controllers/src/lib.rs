@@ -23,6 +23,7 @@ mod metrics;
 mod namespace;
 mod node_lifecycle;
 mod pod_gc;
+mod pv_protection;
 mod pvc_protection;
 mod queue;
 mod replicaset;
@@ -262,6 +263,11 @@ const CONTROLLERS: &[ControllerSpec] = &[
         name: "persistentvolumeclaim-protection",
         default_on: true,
         start: pvc_protection::start,
+    },
+    ControllerSpec {
+        name: "persistentvolume-protection",
+        default_on: true,
+        start: pv_protection::start,
     },
 ];
 

@@ -1,8 +1,9 @@
 //! `StorageObjectInUseProtection` (upstream's `plugin/pkg/admission/storage/
 //! storageobjectinuseprotection`): a new PersistentVolumeClaim gets the
-//! `kubernetes.io/pvc-protection` finalizer, so it is not removed while a pod uses it; the
-//! `pvc-protection` controller takes the finalizer off once no pod does. (PersistentVolumes'
-//! `kubernetes.io/pv-protection` is not added: no pv-protection controller runs yet.)
+//! `kubernetes.io/pvc-protection` finalizer, so it is not removed while a pod uses it (the
+//! `persistentvolumeclaim-protection` controller takes it off once no pod does), and a new
+//! PersistentVolume gets `kubernetes.io/pv-protection`, so it is not removed while bound (the
+//! `persistentvolume-protection` controller takes it off once it is not).
 
 use serde_json::{Map, Value, json};
 
@@ -14,6 +15,8 @@ pub struct StorageObjectInUseProtection;
 
 /// The finalizer the plugin adds to claims.
 pub const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
+/// The finalizer the plugin adds to volumes.
+pub const PV_PROTECTION: &str = "kubernetes.io/pv-protection";
 
 impl MutatingAdmission for StorageObjectInUseProtection {
     fn name(&self) -> &'static str {
@@ -27,14 +30,18 @@ impl MutatingAdmission for StorageObjectInUseProtection {
         obj: Option<&mut Map<String, Value>>,
         _old: Option<&Map<String, Value>>,
     ) -> Result<()> {
-        if !a.is_core("persistentvolumeclaims")
-            || !a.subresource.is_empty()
-            || !matches!(a.operation, Operation::Create)
-        {
+        if !a.subresource.is_empty() || !matches!(a.operation, Operation::Create) {
             return Ok(());
         }
+        let finalizer = if a.is_core("persistentvolumeclaims") {
+            PVC_PROTECTION
+        } else if a.is_core("persistentvolumes") {
+            PV_PROTECTION
+        } else {
+            return Ok(());
+        };
         if let Some(obj) = obj {
-            add_finalizer(obj, PVC_PROTECTION);
+            add_finalizer(obj, finalizer);
         }
         Ok(())
     }
