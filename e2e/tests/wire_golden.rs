@@ -593,3 +593,95 @@ fn discovery_roots_and_tables_as_upstream() {
         "{body}"
     );
 }
+
+/// The text of the JSON object that starts at `from` in `body` (strings may hold braces).
+fn object_text(body: &str, from: usize) -> &str {
+    let bytes = body.as_bytes();
+    let (mut depth, mut in_string, mut escaped) = (0, false, false);
+    for (i, c) in bytes.iter().enumerate().skip(from) {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            b'"' => in_string = true,
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &body[from..=i];
+                }
+            }
+            _ => {}
+        }
+    }
+    &body[from..]
+}
+
+/// A list item added by an update reads back as one added by a create: `kubectl replace`
+/// of the corpus Deployment with a second container gives it the defaults and the fields
+/// Go always writes (`resources`, `terminationMessagePath`, …) in the same order as the
+/// created one, and the replacing manager owns the same fields of its item as the creator
+/// owns of the first.
+#[test]
+fn list_items_added_by_an_update_read_back_as_created_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start(&dir.path().join("data")).expect("server starts");
+    let input = golden_dir().join("deployment.input.yaml");
+    let (ok, _, err) = s
+        .kubectl(&["create", "-f", &input.to_string_lossy()])
+        .expect("kubectl runs");
+    assert!(ok, "{err}");
+    let yaml = std::fs::read_to_string(&input).expect("corpus input");
+    let replaced = format!("{yaml}      - name: side\n        image: nginx:1.27\n");
+    assert!(replaced.contains("- name: web\n        image: nginx:1.27\n      - name: side"));
+    let file = dir.path().join("replaced.yaml");
+    std::fs::write(&file, replaced).expect("write manifest");
+    let (ok, _, err) = s
+        .kubectl(&[
+            "replace",
+            "--field-manager=editor",
+            "-f",
+            &file.to_string_lossy(),
+        ])
+        .expect("kubectl runs");
+    assert!(ok, "kubectl replace: {err}");
+    let (code, body) = curl(
+        &s,
+        "/apis/apps/v1/namespaces/default/deployments/web",
+        "application/json",
+    );
+    assert_eq!(code, 200, "{body}");
+    let containers = body.find(r#""containers":["#).expect("containers");
+    let item = |name: &str| {
+        let at = body[containers..]
+            .find(&format!(r#"{{"name":"{name}","#))
+            .unwrap_or_else(|| panic!("container {name} in {body}"));
+        object_text(&body, containers + at).to_owned()
+    };
+    let (created, added) = (item("web"), item("side"));
+    assert!(created.contains(r#""terminationMessagePath":"/dev/termination-log""#));
+    assert_eq!(
+        added.replacen(r#""name":"side""#, r#""name":"web""#, 1),
+        created
+    );
+
+    let object: Value = serde_json::from_str(&body).expect("JSON body");
+    let owned = |manager: &str, key: &str| {
+        let entries = object["metadata"]["managedFields"].as_array().cloned();
+        let entry = entries
+            .into_iter()
+            .flatten()
+            .find(|e| e["manager"] == manager)
+            .unwrap_or_else(|| panic!("no {manager} entry: {body}"));
+        entry["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"][key].clone()
+    };
+    let creator = owned("kubectl-create", r#"k:{"name":"web"}"#);
+    assert!(creator["f:resources"].is_object(), "{creator}");
+    assert_eq!(owned("editor", r#"k:{"name":"side"}"#), creator);
+}
