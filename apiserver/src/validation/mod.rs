@@ -17,6 +17,7 @@
 //! - `core` — Pod, PodTemplate, Service, ConfigMap and Secret.
 //! - `events` — events.k8s.io/v1 Event (on its core form, as upstream).
 //! - `ephemeral` — a Pod's ephemeral containers and the `pods/ephemeralcontainers` update rules.
+//! - `pod_update` — what a plain update of a Pod may change (`ValidatePodUpdate`).
 //! - `certificates` — certificates.k8s.io/v1 CertificateSigningRequest (create, update,
 //!   `status` and `approval`).
 //!
@@ -30,6 +31,7 @@ mod core;
 mod ephemeral;
 mod events;
 mod pod;
+mod pod_update;
 
 use serde_json::{Map, Value};
 
@@ -69,8 +71,9 @@ fn current_subresource() -> String {
     crate::admission::current().map_or_else(String::new, |r| r.info.subresource)
 }
 
-/// A Pod: its spec, its ephemeral containers, and through `pods/ephemeralcontainers` what
-/// may change of them (`ValidatePodCreate`, `ValidatePodEphemeralContainersUpdate`).
+/// A Pod: its spec, its ephemeral containers, what a plain update may change of it, and
+/// through `pods/ephemeralcontainers` what may change of those (`ValidatePodCreate`,
+/// `ValidatePodUpdate`, `ValidatePodEphemeralContainersUpdate`).
 fn pod_object(obj: &Obj, old: Option<&Obj>) -> Vec<FieldError> {
     let mut errs = core::validate("Pod", obj, old);
     let empty = Obj::new();
@@ -78,10 +81,11 @@ fn pod_object(obj: &Obj, old: Option<&Obj>) -> Vec<FieldError> {
     ephemeral::containers(&mut errs, spec);
     match old {
         None => ephemeral::create(&mut errs, spec),
-        Some(old) if current_subresource() == "ephemeralcontainers" => {
-            ephemeral::update(&mut errs, obj, old);
-        }
-        Some(_) => {}
+        Some(old) => match current_subresource().as_str() {
+            "ephemeralcontainers" => ephemeral::update(&mut errs, obj, old),
+            "" => pod_update::update(&mut errs, obj, old),
+            _ => {}
+        },
     }
     errs
 }

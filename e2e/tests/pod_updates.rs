@@ -1,0 +1,265 @@
+//! What an update of a Pod may change, as kube-apiserver v1.33's `ValidatePodUpdate` allows it,
+//! driven by stock kubectl and curl: `kubectl replace` renaming a container or dropping the
+//! service-account volume is refused with upstream's `spec: Forbidden: pod updates may not
+//! change fields other than …` (exit code 1) followed by a diff of the specs; `kubectl set
+//! image`, `kubectl label`/`annotate`, an added toleration and a lowered
+//! `activeDeadlineSeconds` are accepted; removing a toleration, raising or unsetting
+//! `activeDeadlineSeconds` and adding a scheduling gate are refused with upstream's field
+//! errors; the raw Status body is 422 `Invalid` with the cause on field `spec`.
+
+use std::path::Path;
+use std::process::Command;
+
+use e2e::ServerProcess;
+use e2e::cli::{cluster, json, ok, wait_for};
+use serde_json::{Value, json};
+
+/// Upstream's message for a change outside the updatable fields, up to its diff.
+const FORBIDDEN: &str = "spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
+/// Runs stock kubectl and returns (exit code, stdout, stderr).
+fn kubectl_code(s: &ServerProcess, cache: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new("kubectl")
+        .arg(format!("--kubeconfig={}", s.kubeconfig.display()))
+        .arg(format!("--cache-dir={}", cache.display()))
+        .args(args)
+        .output()
+        .expect("kubectl runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `kubectl patch pod <name> --type=json -p <patch>`: (success, stderr).
+fn json_patch(s: &ServerProcess, name: &str, patch: &Value) -> (bool, String) {
+    let (done, _, err) = s
+        .kubectl(&[
+            "patch",
+            "pod",
+            name,
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ])
+        .expect("kubectl runs");
+    (done, err)
+}
+
+/// Writes `pod` to a file and `kubectl replace`s it: (exit code, stderr).
+fn replace(s: &ServerProcess, dir: &Path, pod: &Value) -> (i32, String) {
+    let file = dir.join("pod.json");
+    std::fs::write(&file, pod.to_string()).expect("write manifest");
+    let (code, _, err) = kubectl_code(
+        s,
+        &dir.join("cache"),
+        &["replace", "-f", &file.to_string_lossy()],
+    );
+    (code, err)
+}
+
+#[test]
+fn kubectl_changes_to_a_pod_are_allowed_or_refused_as_upstream() {
+    let (dir, s) = cluster();
+    wait_for(&s, 60, "the default ServiceAccount", || {
+        s.kubectl(&["get", "serviceaccount", "default"])
+            .ok()
+            .filter(|(found, _, _)| *found)
+    });
+    let manifest = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: nginx:1.27\n  tolerations:\n  - key: dedicated\n    operator: Equal\n    value: web\n    effect: NoSchedule\n";
+    let (made, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(manifest))
+        .expect("kubectl runs");
+    assert!(made, "{err}");
+    // Once bound, only the node's status writes change the stored pod.
+    wait_for(&s, 60, "the pod to be bound", || {
+        let pod = json(&s, &["get", "pod", "web", "-o", "json"]);
+        pod["spec"]["nodeName"]
+            .as_str()
+            .is_some_and(|n| !n.is_empty())
+            .then_some(())
+    });
+    let mut current = json(&s, &["get", "pod", "web", "-o", "json"]);
+    if let Some(m) = current["metadata"].as_object_mut() {
+        m.remove("resourceVersion");
+    }
+
+    // Renaming a container: refused, with the diff after upstream's first line.
+    let mut renamed = current.clone();
+    renamed["spec"]["containers"][0]["name"] = json!("renamed");
+    let (code, err) = replace(&s, dir.path(), &renamed);
+    assert_eq!(code, 1, "{err}");
+    let first = format!("The Pod \"web\" is invalid: {FORBIDDEN}\n  core.PodSpec{{\n");
+    assert!(err.starts_with(&first), "{err}");
+    assert!(err.contains("- \tContainers:"), "{err}");
+    assert!(err.contains("+ \tContainers:"), "{err}");
+    assert!(err.contains(r#""name":"renamed""#), "{err}");
+
+    // Dropping the service-account volume (and its mount): refused.
+    let sa_volume = current["spec"]["volumes"]
+        .as_array()
+        .and_then(|v| v.first())
+        .and_then(|v| v["name"].as_str())
+        .expect("the ServiceAccount admission's volume")
+        .to_owned();
+    assert!(sa_volume.starts_with("kube-api-access-"), "{sa_volume}");
+    let mut dropped = current.clone();
+    if let Some(spec) = dropped["spec"].as_object_mut() {
+        spec.remove("volumes");
+    }
+    if let Some(c) = dropped["spec"]["containers"][0].as_object_mut() {
+        c.remove("volumeMounts");
+    }
+    let (code, err) = replace(&s, dir.path(), &dropped);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.starts_with(&first), "{err}");
+    assert!(err.contains("- \tVolumes:"), "{err}");
+    assert!(err.contains(&sa_volume), "{err}");
+
+    // A replace with the image changed only: accepted.
+    let mut image = current.clone();
+    image["spec"]["containers"][0]["image"] = json!("nginx:1.28");
+    let (code, err) = replace(&s, dir.path(), &image);
+    assert_eq!(code, 0, "{err}");
+
+    // kubectl set image, label and annotate: accepted.
+    ok(&s, &["set", "image", "pod/web", "app=nginx:1.29"]);
+    let image = ok(
+        &s,
+        &[
+            "get",
+            "pod",
+            "web",
+            "-o",
+            "jsonpath={.spec.containers[0].image}",
+        ],
+    );
+    assert_eq!(image, "nginx:1.29");
+    ok(&s, &["label", "pod", "web", "tier=front"]);
+    ok(&s, &["annotate", "pod", "web", "note=hello"]);
+
+    // Tolerations: additions only.
+    let added = json!([{ "op": "add", "path": "/spec/tolerations/-", "value": {
+        "key": "gpu", "operator": "Exists", "effect": "NoSchedule" } }]);
+    let (done, err) = json_patch(&s, "web", &added);
+    assert!(done, "adding a toleration: {err}");
+    let tolerations = json(&s, &["get", "pod", "web", "-o", "json"])["spec"]["tolerations"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let removed = json!([{ "op": "remove", "path": "/spec/tolerations/0" }]);
+    let (done, err) = json_patch(&s, "web", &removed);
+    assert!(!done);
+    assert!(
+        err.contains("The Pod \"web\" is invalid: spec.tolerations: Forbidden: existing toleration can not be modified except its tolerationSeconds"),
+        "{err}"
+    );
+    let after = json(&s, &["get", "pod", "web", "-o", "json"])["spec"]["tolerations"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(after, tolerations);
+
+    // activeDeadlineSeconds: set when unset, lowered; never raised nor unset.
+    let deadline =
+        |v: Value| json!([{ "op": "add", "path": "/spec/activeDeadlineSeconds", "value": v }]);
+    let (done, err) = json_patch(&s, "web", &deadline(json!(600)));
+    assert!(done, "setting activeDeadlineSeconds: {err}");
+    let (done, err) = json_patch(&s, "web", &deadline(json!(300)));
+    assert!(done, "lowering activeDeadlineSeconds: {err}");
+    let (done, err) = json_patch(&s, "web", &deadline(json!(900)));
+    assert!(!done);
+    assert!(
+        err.contains("spec.activeDeadlineSeconds: Invalid value: 900: must be less than or equal to previous value"),
+        "{err}"
+    );
+    let unset = json!([{ "op": "remove", "path": "/spec/activeDeadlineSeconds" }]);
+    let (done, err) = json_patch(&s, "web", &unset);
+    assert!(!done);
+    assert!(
+        err.contains("spec.activeDeadlineSeconds: Invalid value: \"null\": must not update from a positive integer to nil value"),
+        "{err}"
+    );
+
+    // Scheduling gates can only be removed.
+    let gate = json!([{ "op": "add", "path": "/spec/schedulingGates", "value": [{ "name": "example.com/late" }] }]);
+    let (done, err) = json_patch(&s, "web", &gate);
+    assert!(!done);
+    assert!(
+        err.contains("spec.schedulingGates[0].name: Forbidden: only deletion is allowed, but found new scheduling gate 'example.com/late'"),
+        "{err}"
+    );
+
+    // The node's status writes still go through.
+    wait_for(&s, 60, "the pod to run", || {
+        let pod = json(&s, &["get", "pod", "web", "-o", "json"]);
+        (pod["status"]["phase"] == "Running").then_some(())
+    });
+}
+
+#[test]
+fn the_status_of_a_refused_pod_update_is_upstreams() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start(&dir.path().join("data")).expect("server starts");
+    let manifest = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: raw\nspec:\n  containers:\n  - name: app\n    image: nginx:1.27\n";
+    let (made, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(manifest))
+        .expect("kubectl runs");
+    assert!(made, "{err}");
+    let mut pod = json(&s, &["get", "pod", "raw", "-o", "json"]);
+    pod["spec"]["containers"][0]["name"] = json!("other");
+    let body = dir.path().join("body.json");
+    std::fs::write(&body, pod.to_string()).expect("write body");
+    let pki = s.data_dir.join("pki");
+    let out = Command::new("curl")
+        .args(["-s", "-X", "PUT", "-H", "Content-Type: application/json"])
+        .arg("--cacert")
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .arg("--data-binary")
+        .arg(format!("@{}", body.display()))
+        .args(["-w", "\n%{http_code}"])
+        .arg(format!("{}/api/v1/namespaces/default/pods/raw", s.url))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8(out.stdout).expect("utf-8 body");
+    let (body, code) = text.rsplit_once('\n').expect("status line");
+    assert_eq!(code, "422", "{body}");
+    let status: Value = serde_json::from_str(body).expect("a Status");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["status"], "Failure");
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(status["code"], 422);
+    assert_eq!(status["details"]["name"], "raw");
+    assert_eq!(status["details"]["kind"], "Pod");
+    let message = status["message"].as_str().unwrap_or("");
+    assert!(
+        message.starts_with(&format!(
+            "Pod \"raw\" is invalid: {FORBIDDEN}\n  core.PodSpec{{\n"
+        )),
+        "{message}"
+    );
+    let cause = &status["details"]["causes"][0];
+    assert_eq!(cause["field"], "spec");
+    assert_eq!(cause["reason"], "FieldValueForbidden");
+    let cause_message = cause["message"].as_str().unwrap_or("");
+    assert!(
+        cause_message.starts_with(FORBIDDEN.trim_start_matches("spec: ")),
+        "{cause_message}"
+    );
+    assert!(cause_message.ends_with("  }\n"), "{cause_message}");
+    // The stored pod is unchanged.
+    let name = ok(
+        &s,
+        &[
+            "get",
+            "pod",
+            "raw",
+            "-o",
+            "jsonpath={.spec.containers[0].name}",
+        ],
+    );
+    assert_eq!(name, "app");
+}
