@@ -207,27 +207,11 @@ fn the_status_of_a_refused_pod_update_is_upstreams() {
     assert!(made, "{err}");
     let mut pod = json(&s, &["get", "pod", "raw", "-o", "json"]);
     pod["spec"]["containers"][0]["name"] = json!("other");
-    let body = dir.path().join("body.json");
-    std::fs::write(&body, pod.to_string()).expect("write body");
-    let pki = s.data_dir.join("pki");
-    let out = Command::new("curl")
-        .args(["-s", "-X", "PUT", "-H", "Content-Type: application/json"])
-        .arg("--cacert")
-        .arg(pki.join("ca.crt"))
-        .arg("--cert")
-        .arg(pki.join("admin.crt"))
-        .arg("--key")
-        .arg(pki.join("admin.key"))
-        .arg("--data-binary")
-        .arg(format!("@{}", body.display()))
-        .args(["-w", "\n%{http_code}"])
-        .arg(format!("{}/api/v1/namespaces/default/pods/raw", s.url))
-        .output()
-        .expect("curl runs");
-    let text = String::from_utf8(out.stdout).expect("utf-8 body");
-    let (body, code) = text.rsplit_once('\n').expect("status line");
+    let file = dir.path().join("body.json");
+    std::fs::write(&file, pod.to_string()).expect("write body");
+    let (code, body) = curl_put(&s, &file, "/api/v1/namespaces/default/pods/raw");
     assert_eq!(code, "422", "{body}");
-    let status: Value = serde_json::from_str(body).expect("a Status");
+    let status: Value = serde_json::from_str(&body).expect("a Status");
     assert_eq!(status["kind"], "Status");
     assert_eq!(status["status"], "Failure");
     assert_eq!(status["reason"], "Invalid");
@@ -262,4 +246,33 @@ fn the_status_of_a_refused_pod_update_is_upstreams() {
         ],
     );
     assert_eq!(name, "app");
+
+    // The same body through `pods/status`: accepted, and the spec is the stored one (as
+    // upstream's status strategy, which takes the spec from the old object).
+    let (code, body) = curl_put(&s, &file, "/api/v1/namespaces/default/pods/raw/status");
+    assert_eq!(code, "200", "{body}");
+    let written: Value = serde_json::from_str(&body).expect("the pod");
+    assert_eq!(written["spec"]["containers"][0]["name"], "app", "{body}");
+}
+
+/// `curl -X PUT` of the JSON file `body` to `path` as the admin: (status code, body).
+fn curl_put(s: &ServerProcess, body: &Path, path: &str) -> (String, String) {
+    let pki = s.data_dir.join("pki");
+    let out = Command::new("curl")
+        .args(["-s", "-X", "PUT", "-H", "Content-Type: application/json"])
+        .arg("--cacert")
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .arg("--data-binary")
+        .arg(format!("@{}", body.display()))
+        .args(["-w", "\n%{http_code}"])
+        .arg(format!("{}{path}", s.url))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8(out.stdout).expect("utf-8 body");
+    let (body, code) = text.rsplit_once('\n').expect("status line");
+    (code.to_owned(), body.to_owned())
 }
