@@ -1221,7 +1221,7 @@ async fn client_from_kubeconfig(path: &std::path::Path) -> anyhow::Result<kube::
     )
     .await
     .with_context(|| format!("loading {}", path.display()))?;
-    Ok(kube::Client::try_from(config)?)
+    controllers::client::http2_client(&config)
 }
 
 /// Starts an in-process component once the API server answers: it runs `run` with a client

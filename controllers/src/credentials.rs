@@ -66,6 +66,9 @@ pub(crate) struct Credentials {
     /// The root client's configuration (server, CA); None: every controller uses the root
     /// client, as upstream without `--use-service-account-credentials`.
     config: Option<kube::Config>,
+    /// One HTTP/2 connection (no client certificate) that all controllers' clients share,
+    /// as client-go's transport cache shares one per TLS configuration.
+    transport: std::sync::OnceLock<crate::client::Transport>,
     dir: PathBuf,
 }
 
@@ -79,7 +82,12 @@ impl Credentials {
             std::process::id(),
             uuid::Uuid::new_v4().simple()
         ));
-        Credentials { root, config, dir }
+        Credentials {
+            root,
+            config,
+            transport: std::sync::OnceLock::new(),
+            dir,
+        }
     }
 
     /// The controller manager's own client (for informers' watches and lists).
@@ -123,7 +131,14 @@ impl Credentials {
             token_file: Some(path.to_string_lossy().into_owned()),
             ..kube::config::AuthInfo::default()
         };
-        let client = kube::Client::try_from(config)?;
+        let transport = match self.transport.get() {
+            Some(t) => t.clone(),
+            None => {
+                let built = crate::client::transport(&config)?;
+                self.transport.get_or_init(|| built).clone()
+            }
+        };
+        let client = crate::client::client_over(transport, &config)?;
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let mut refresh_at = tokio::time::Instant::now() + lifetime.mul_f64(0.8);

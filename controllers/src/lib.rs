@@ -2,6 +2,7 @@
 //! HTTPS (kube-rs watchers and reflectors), level-triggered and idempotent. It never touches
 //! the store.
 
+pub mod client;
 mod clusterrole_aggregation;
 mod context;
 mod credentials;
