@@ -96,6 +96,38 @@ pub struct Target {
     path: String,
     /// `caBundle`.
     ca_bundle: String,
+    /// The TLS profile of `ca_bundle`, made by the first call (a target kept with its
+    /// configuration makes it once).
+    tls: ProfileCell,
+}
+
+/// The lazily made TLS profile of a [`Target`] (or why its caBundle is unusable). A cache:
+/// it takes no part in comparing targets.
+#[derive(Clone, Default)]
+struct ProfileCell(Arc<OnceLock<std::result::Result<TlsProfile, String>>>);
+
+impl PartialEq for ProfileCell {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ProfileCell {}
+
+impl std::fmt::Debug for ProfileCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProfileCell")
+    }
+}
+
+impl Target {
+    /// The TLS profile trusting this target's caBundle.
+    fn tls(&self) -> std::result::Result<TlsProfile, String> {
+        self.tls
+            .0
+            .get_or_init(|| tls_profile(&self.ca_bundle))
+            .clone()
+    }
 }
 
 /// Go's `time.Duration` text of whole seconds (`30s`, `1m0s`).
@@ -151,6 +183,7 @@ pub fn parse_url(
         authority: authority.to_owned(),
         path,
         ca_bundle: ca_bundle.to_owned(),
+        tls: ProfileCell::default(),
     })
 }
 
@@ -268,7 +301,7 @@ pub async fn post(
     deadline_text: &str,
 ) -> std::result::Result<Vec<u8>, PostError> {
     let exchange = async {
-        let tls = tls_profile(&target.ca_bundle)?;
+        let tls = target.tls()?;
         let endpoint = Endpoint {
             host: &target.host,
             port: target.port,

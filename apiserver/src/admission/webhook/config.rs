@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::client::ClientConfig;
+use super::client::{self, ClientConfig};
 use crate::registry;
 use crate::storage::Storage;
 
@@ -41,6 +41,9 @@ pub struct Hook {
     pub reinvoke: bool,
     /// `matchConditions`, compiled.
     pub match_conditions: Vec<Condition>,
+    /// Where `clientConfig.url` is sent (or why it cannot be), worked out once with the
+    /// configuration; `None` for a `clientConfig.service`, resolved at each call.
+    pub url_target: Option<std::result::Result<client::Target, String>>,
 }
 
 /// One `matchConditions` entry, compiled when its configuration is parsed.
@@ -148,17 +151,24 @@ pub fn parse_configuration(cfg: &Value, mutating: bool) -> Vec<Hook> {
             })
             .collect();
         let side_effects = w["sideEffects"].as_str().unwrap_or("Unknown");
+        let client_config = ClientConfig::parse(&w["clientConfig"]);
+        let timeout = Duration::from_secs(w["timeoutSeconds"].as_u64().unwrap_or(10).clamp(1, 30));
+        let url_target = client_config
+            .url
+            .as_deref()
+            .map(|url| client::parse_url(url, &client_config.ca_bundle, timeout));
         hooks.push(Hook {
             name: w["name"].as_str().unwrap_or("").to_owned(),
             configuration: configuration.clone(),
-            client: ClientConfig::parse(&w["clientConfig"]),
+            client: client_config,
+            url_target,
             rules,
             ignore_failures: w["failurePolicy"] == "Ignore",
             exact: w["matchPolicy"] == "Exact",
             namespace_selector: Selector::parse(&w["namespaceSelector"]),
             object_selector: Selector::parse(&w["objectSelector"]),
             dry_run_safe: matches!(side_effects, "None" | "NoneOnDryRun"),
-            timeout: Duration::from_secs(w["timeoutSeconds"].as_u64().unwrap_or(10).clamp(1, 30)),
+            timeout,
             review_versions: strings(&w["admissionReviewVersions"]),
             reinvoke: mutating && w["reinvocationPolicy"] == "IfNeeded",
             match_conditions: w["matchConditions"]

@@ -568,15 +568,34 @@ async fn call_hook(
             "webhook does not accept known AdmissionReview versions".into(),
         ));
     };
-    let body = serde_json::to_vec(&review).map_err(|e| failed(e.to_string()))?;
-    let target = client::resolve(storage, &hook.client, hook.timeout)
-        .map_err(|e| failed(format!("failed to call webhook: {e}")))?;
-    let answer = client::post(&target, body, hook.timeout, "context deadline exceeded")
+    let body = review_body(&review).map_err(|e| failed(e.to_string()))?;
+    let resolved;
+    let target = match &hook.url_target {
+        Some(Ok(target)) => target,
+        Some(Err(e)) => return Err(failed(format!("failed to call webhook: {e}"))),
+        None => {
+            resolved = client::resolve(storage, &hook.client, hook.timeout)
+                .map_err(|e| failed(format!("failed to call webhook: {e}")))?;
+            &resolved
+        }
+    };
+    let answer = client::post(target, body, hook.timeout, "context deadline exceeded")
         .await
         .map_err(|e| failed(format!("failed to call webhook: {e}")))?;
     verdict(version, &uid, mutating, &answer)
         .map(Some)
         .map_err(failed)
+}
+
+/// `review` as JSON, in a buffer sized from the last review written (no growing and copying
+/// as it is written: a review carries the whole object).
+fn review_body(review: &ReviewOut<'_>) -> serde_json::Result<Vec<u8>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static LAST: AtomicUsize = AtomicUsize::new(4096);
+    let mut body = Vec::with_capacity(LAST.load(Ordering::Relaxed).clamp(1024, 1 << 20) + 512);
+    serde_json::to_writer(&mut body, review)?;
+    LAST.store(body.len(), Ordering::Relaxed);
+    Ok(body)
 }
 
 /// A fresh `request.uid` (a random v4 UUID): one seed from the OS per thread, then a
