@@ -45,8 +45,8 @@
 //!
 //! 8. **admission**: on a fresh bare server, minimal Pods created by 32 connections for 5 s
 //!    (or 20k) in one namespace; then a no-op validating webhook (served by the bench process
-//!    on its own 2-thread runtime, `e2e::webhook_server`: TLS with the server's own
-//!    `pki/apiserver.crt`, HTTP/2 as the server's webhook client negotiates it; it decodes
+//!    on its own 1-thread runtime, `e2e::webhook_server::WebhookServer::start_h2`: TLS with
+//!    the server's own `pki/apiserver.crt`, HTTP/2 only, one task per connection; it decodes
 //!    only `request.uid`; `failurePolicy: Fail`, CREATE of pods; its CPU time is taken from
 //!    the same two cores as server and client, as a webhook on the same machine would) and
 //!    a no-op ValidatingAdmissionPolicy (`object.metadata.name.size() > 0`, bound with
@@ -865,9 +865,9 @@ fn step_aggregation(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> 
     Ok(())
 }
 
-/// A validating webhook allowing everything ([`e2e::webhook_server`]: TLS with the given
-/// PEM files, HTTP/2 or HTTP/1.1 as the client picks, on its own 2-thread runtime in the
-/// bench process), counting the reviews it answers.
+/// A validating webhook allowing everything ([`WebhookServer::start_h2`]: TLS with the
+/// given PEM files, HTTP/2, on its own 1-thread runtime in the bench process), counting the
+/// reviews it answers.
 struct NoopWebhook {
     port: u16,
     reviews: Arc<AtomicU64>,
@@ -878,9 +878,9 @@ impl NoopWebhook {
     fn start(cert: &Path, key: &Path) -> Result<Self> {
         let reviews = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&reviews);
-        let server = WebhookServer::start(cert.to_owned(), key.to_owned(), 2, move |req| {
-            let counter = Arc::clone(&counter);
-            async move { noop_review(req, &counter).await }
+        let server = WebhookServer::start_h2(cert.to_owned(), key.to_owned(), move |body| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            noop_answer(body)
         })?;
         Ok(NoopWebhook {
             port: server.port,
@@ -895,27 +895,29 @@ impl NoopWebhook {
     }
 }
 
-/// Allows the AdmissionReview in `req`, echoing its uid (only `request.uid` is decoded, as a
-/// webhook written for speed would).
-async fn noop_review(req: Request<Incoming>, counter: &AtomicU64) -> Response<Full<Bytes>> {
+/// The answer allowing the AdmissionReview `body`, echoing its uid (only `request.uid` is
+/// decoded, borrowed, as a webhook written for speed would).
+fn noop_answer(body: &[u8]) -> Vec<u8> {
     #[derive(serde::Deserialize)]
-    struct Review {
-        request: Uid,
+    struct Review<'a> {
+        #[serde(borrow)]
+        request: Uid<'a>,
     }
     #[derive(serde::Deserialize)]
-    struct Uid {
-        uid: String,
+    struct Uid<'a> {
+        uid: &'a str,
     }
-    let (_, body) = e2e::webhook_server::read(req).await;
-    let uid = serde_json::from_slice::<Review>(&body)
-        .map(|r| r.request.uid)
-        .unwrap_or_default();
-    counter.fetch_add(1, Ordering::Relaxed);
-    e2e::webhook_server::json_reply(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "response": {"uid": uid, "allowed": true},
-    }))
+    let uid = serde_json::from_slice::<Review<'_>>(body).map_or("", |r| r.request.uid);
+    let mut out = Vec::with_capacity(128);
+    let _ = serde_json::to_writer(
+        &mut out,
+        &json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": uid, "allowed": true},
+        }),
+    );
+    out
 }
 
 /// Step 3: 10k pods, then 20 full LISTs.
