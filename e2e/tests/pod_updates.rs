@@ -276,3 +276,145 @@ fn curl_put(s: &ServerProcess, body: &Path, path: &str) -> (String, String) {
     let (body, code) = text.rsplit_once('\n').expect("status line");
     (code.to_owned(), body.to_owned())
 }
+
+/// Writes `manifest` to a file and `kubectl create -f`s it: (exit code, stderr).
+fn create(s: &ServerProcess, dir: &Path, manifest: &Value) -> (i32, String) {
+    let file = dir.join("create.json");
+    std::fs::write(&file, manifest.to_string()).expect("write manifest");
+    let (code, _, err) = kubectl_code(
+        s,
+        &dir.join("cache"),
+        &["create", "-f", &file.to_string_lossy()],
+    );
+    (code, err)
+}
+
+#[test]
+fn bad_tolerations_are_refused_with_upstreams_messages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start(&dir.path().join("data")).expect("server starts");
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "x"}},
+            "template": {
+                "metadata": {"labels": {"app": "x"}},
+                "spec": {
+                    "containers": [{"name": "app", "image": "nginx:1.27"}],
+                    "tolerations": [{"key": "dedicated", "operator": "In", "value": "gpu"}]
+                }
+            }
+        }
+    });
+    let (code, err) = create(&s, dir.path(), &deployment);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "The Deployment \"x\" is invalid: spec.template.spec.tolerations[0].operator: Unsupported value: \"In\": supported values: \"Equal\", \"Exists\""
+        ),
+        "{err}"
+    );
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t"},
+        "spec": {
+            "containers": [{"name": "app", "image": "nginx:1.27"}],
+            "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 60}]
+        }
+    });
+    let (code, err) = create(&s, dir.path(), &pod);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "The Pod \"t\" is invalid: spec.tolerations[0].effect: Invalid value: \"NoSchedule\": effect must be 'NoExecute' when `tolerationSeconds` is set"
+        ),
+        "{err}"
+    );
+    // Neither was stored; a valid toleration is accepted.
+    let (code, _, _) = kubectl_code(&s, &dir.path().join("cache"), &["get", "pod", "t"]);
+    assert_eq!(code, 1);
+    let mut fine = pod;
+    fine["spec"]["tolerations"][0]["effect"] = json!("NoExecute");
+    let (code, err) = create(&s, dir.path(), &fine);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn pod_status_writes_are_validated_as_upstream() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start(&dir.path().join("data")).expect("server starts");
+    // A gated pod is never scheduled: no node writes its status while the test does.
+    let manifest = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: st\nspec:\n  restartPolicy: Never\n  schedulingGates:\n  - name: example.com/hold\n  containers:\n  - name: app\n    image: nginx:1.27\n";
+    let (made, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(manifest))
+        .expect("kubectl runs");
+    assert!(made, "{err}");
+    let file = dir.path().join("status.json");
+    let path = "/api/v1/namespaces/default/pods/st/status";
+    let put_status = |status: Value| {
+        let mut pod = json(&s, &["get", "pod", "st", "-o", "json"]);
+        pod["status"] = status;
+        std::fs::write(&file, pod.to_string()).expect("write body");
+        curl_put(&s, &file, path)
+    };
+
+    // A bad nominated node name and a changed QoS class: 422 with both causes.
+    let (code, body) = put_status(json!({
+        "phase": "Pending", "qosClass": "Guaranteed", "nominatedNodeName": "Node_1"
+    }));
+    assert_eq!(code, "422", "{body}");
+    let status: Value = serde_json::from_str(&body).expect("a Status");
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(status["details"]["kind"], "Pod");
+    let causes = status["details"]["causes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let fields: Vec<&str> = causes.iter().filter_map(|c| c["field"].as_str()).collect();
+    assert_eq!(
+        fields,
+        ["status.nominatedNodeName", "status.qosClass"],
+        "{body}"
+    );
+    assert_eq!(causes[1]["reason"], "FieldValueInvalid");
+    assert_eq!(
+        causes[1]["message"],
+        "Invalid value: \"Guaranteed\": field is immutable"
+    );
+    let message = status["message"].as_str().unwrap_or("");
+    assert!(
+        message.starts_with("Pod \"st\" is invalid: [status.nominatedNodeName: Invalid value: \"Node_1\": a lowercase RFC 1123 subdomain"),
+        "{message}"
+    );
+
+    // A status without qosClass keeps the stored one; podIP is authoritative over podIPs.
+    let (code, body) = put_status(json!({
+        "phase": "Pending", "podIP": "10.0.0.7", "podIPs": [{"ip": "10.0.0.8"}],
+        "containerStatuses": [{"name": "app", "image": "nginx:1.27", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]
+    }));
+    assert_eq!(code, "200", "{body}");
+    let written: Value = serde_json::from_str(&body).expect("the pod");
+    assert_eq!(written["status"]["qosClass"], "BestEffort", "{body}");
+    assert_eq!(
+        written["status"]["podIPs"],
+        json!([{"ip": "10.0.0.7"}]),
+        "{body}"
+    );
+
+    // With restartPolicy Never, a terminated container may not run again.
+    let (code, body) = put_status(json!({
+        "phase": "Running", "podIP": "10.0.0.7",
+        "containerStatuses": [{"name": "app", "image": "nginx:1.27", "imageID": "", "ready": true,
+            "restartCount": 1, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]
+    }));
+    assert_eq!(code, "422", "{body}");
+    let status: Value = serde_json::from_str(&body).expect("a Status");
+    assert_eq!(
+        status["message"],
+        "Pod \"st\" is invalid: status.containerStatuses[0].state: Forbidden: may not be transitioned to non-terminated state"
+    );
+    assert_eq!(
+        status["details"]["causes"][0]["reason"],
+        "FieldValueForbidden"
+    );
+}

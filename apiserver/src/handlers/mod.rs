@@ -1375,6 +1375,9 @@ async fn store_update(
                 new.remove("status");
             }
         }
+        if r.group.is_empty() && r.plural == "pods" {
+            crate::validation::prepare_pod_status(&mut new, old);
+        }
         if let Some(m) = object::meta(&mut new) {
             m.remove("resourceVersion");
             match managed {
@@ -1421,7 +1424,11 @@ async fn store_update(
         .await?;
     // Custom resources are validated whole on status updates too (upstream: schema and CEL).
     // CSRs too (what a status write may change is part of their validation).
-    let fields = scope != Scope::Status || crate::crd::serve::is_custom(r) || csr::is(r);
+    // Pods too (`ValidatePodStatusUpdate`, `crate::validation::pod_status`).
+    let fields = scope != Scope::Status
+        || crate::crd::serve::is_custom(r)
+        || csr::is(r)
+        || (r.group.is_empty() && r.plural == "pods");
     object::validate(r, &new, fields, Some(old))?;
     if csr::is(r) {
         csr::admit(scope, &new, old).await?;

@@ -18,6 +18,7 @@
 //! - `events` — events.k8s.io/v1 Event (on its core form, as upstream).
 //! - `ephemeral` — a Pod's ephemeral containers and the `pods/ephemeralcontainers` update rules.
 //! - `pod_update` — what a plain update of a Pod may change (`ValidatePodUpdate`).
+//! - `pod_status` — what a `pods/status` write may change (`ValidatePodStatusUpdate`).
 //! - `certificates` — certificates.k8s.io/v1 CertificateSigningRequest (create, update,
 //!   `status` and `approval`).
 //!
@@ -31,9 +32,12 @@ mod core;
 mod ephemeral;
 mod events;
 mod pod;
+mod pod_status;
 mod pod_update;
 
 use serde_json::{Map, Value};
+
+pub use pod_status::prepare as prepare_pod_status;
 
 use crate::error::FieldError;
 use crate::registry::catalog::ResourceInfo;
@@ -71,10 +75,19 @@ fn current_subresource() -> String {
     crate::admission::current().map_or_else(String::new, |r| r.info.subresource)
 }
 
-/// A Pod: its spec, its ephemeral containers, what a plain update may change of it, and
-/// through `pods/ephemeralcontainers` what may change of those (`ValidatePodCreate`,
-/// `ValidatePodUpdate`, `ValidatePodEphemeralContainersUpdate`).
+/// A Pod: its spec, its ephemeral containers, what a plain update may change of it, through
+/// `pods/ephemeralcontainers` what may change of those, and through `pods/status` what may
+/// change of its status (`ValidatePodCreate`, `ValidatePodUpdate`,
+/// `ValidatePodEphemeralContainersUpdate`, `ValidatePodStatusUpdate`).
 fn pod_object(obj: &Obj, old: Option<&Obj>) -> Vec<FieldError> {
+    if let Some(old) = old
+        && current_subresource() == "status"
+    {
+        // `ValidatePodStatusUpdate`: the spec is the stored one, only the status is checked.
+        let mut errs = Vec::new();
+        pod_status::update(&mut errs, obj, old);
+        return errs;
+    }
     let mut errs = core::validate("Pod", obj, old);
     let empty = Obj::new();
     let spec = get_obj(obj, "spec").unwrap_or(&empty);
@@ -391,6 +404,82 @@ fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
             "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
             &["example.com"],
+        ));
+    }
+    errs
+}
+
+/// The `(e.g. 'MyName',  or 'my.name',  or '123-abc', …)` text of a qualified name's part.
+fn qualified_name_regex_error() -> String {
+    regex_error(
+        "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+        "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]",
+        &["MyName", "my.name", "123-abc"],
+    )
+}
+
+/// `IsQualifiedName`: `[prefix/]name`, the prefix a DNS subdomain, the name at most 63
+/// alphanumerics, '-', '_' or '.', starting and ending alphanumeric.
+fn qualified_name_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_owned());
+            } else {
+                errs.extend(
+                    dns1123_subdomain_errors(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
+            }
+            *name
+        }
+        _ => {
+            return vec![format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                qualified_name_regex_error()
+            )];
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_owned());
+    } else if name.len() > 63 {
+        errs.push("name part must be no more than 63 characters".to_owned());
+    }
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    let well_formed = name.starts_with(alnum)
+        && name.ends_with(alnum)
+        && name
+            .chars()
+            .all(|c| alnum(c) || matches!(c, '-' | '_' | '.'));
+    if !well_formed {
+        errs.push(format!("name part {}", qualified_name_regex_error()));
+    }
+    errs
+}
+
+/// `IsValidLabelValue`: empty, or at most 63 alphanumerics, '-', '_' or '.', starting and
+/// ending alphanumeric.
+fn label_value_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push("must be no more than 63 characters".to_owned());
+    }
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    let well_formed = value.is_empty()
+        || (value.starts_with(alnum)
+            && value.ends_with(alnum)
+            && value
+                .chars()
+                .all(|c| alnum(c) || matches!(c, '-' | '_' | '.')));
+    if !well_formed {
+        errs.push(regex_error(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+            "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?",
+            &["MyValue", "my_value", "12345"],
         ));
     }
     errs

@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::{
-    Obj, duplicate, forbidden, get_arr, get_i64, get_obj, get_str, go_quote, invalid, not_found,
-    not_supported, objs, parse_quantity, port_name_errors, port_num_error, quantity_text, required,
-    validate_dns_label,
+    Obj, duplicate, forbidden, get_arr, get_i64, get_obj, get_str, go_quote, invalid,
+    label_value_errors, not_found, not_supported, objs, parse_quantity, port_name_errors,
+    port_num_error, qualified_name_errors, quantity_text, required, validate_dns_label,
 };
 use crate::error::FieldError;
 
@@ -74,6 +74,75 @@ pub(super) fn pod_spec(errs: &mut Vec<FieldError>, spec: &Obj, path: &str) {
         let v = get_str(spec, key);
         if !v.is_empty() {
             validate_dns_label(errs, v, &format!("{path}.{key}"));
+        }
+    }
+    tolerations(errs, spec, &format!("{path}.tolerations"));
+}
+
+/// The effects a taint (and a toleration) may name.
+const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+/// `ValidateTolerations`: the key a qualified name, an empty key only with `Exists`,
+/// `tolerationSeconds` only with `NoExecute`, the value a label value with `Equal` (or no
+/// operator) and empty with `Exists`, and the effect a known one when set.
+pub(super) fn tolerations(errs: &mut Vec<FieldError>, spec: &Obj, path: &str) {
+    for (i, t) in objs(spec, "tolerations") {
+        let p = format!("{path}[{i}]");
+        let key = get_str(t, "key");
+        let operator = get_str(t, "operator");
+        let value = get_str(t, "value");
+        let effect = get_str(t, "effect");
+        if !key.is_empty() {
+            for m in qualified_name_errors(key) {
+                errs.push(invalid(&format!("{p}.key"), &go_quote(key), &m));
+            }
+        }
+        if key.is_empty() && operator != "Exists" {
+            errs.push(invalid(
+                &format!("{p}.operator"),
+                &go_quote(operator),
+                "operator must be Exists when `key` is empty, which means \"match all values and all keys\"",
+            ));
+        }
+        if !is_unset(t.get("tolerationSeconds")) && effect != "NoExecute" {
+            errs.push(invalid(
+                &format!("{p}.effect"),
+                &go_quote(effect),
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ));
+        }
+        match operator {
+            "Equal" | "" => {
+                let msgs = label_value_errors(value);
+                if !msgs.is_empty() {
+                    errs.push(invalid(
+                        &format!("{p}.operator"),
+                        &go_quote(value),
+                        &msgs.join(";"),
+                    ));
+                }
+            }
+            "Exists" => {
+                if !value.is_empty() {
+                    errs.push(invalid(
+                        &format!("{p}.operator"),
+                        &go_quote(value),
+                        "value must be empty when `operator` is 'Exists'",
+                    ));
+                }
+            }
+            other => errs.push(not_supported(
+                &format!("{p}.operator"),
+                &go_quote(other),
+                &["Equal", "Exists"],
+            )),
+        }
+        if !effect.is_empty() && !TAINT_EFFECTS.contains(&effect) {
+            errs.push(not_supported(
+                &format!("{p}.effect"),
+                &go_quote(effect),
+                TAINT_EFFECTS,
+            ));
         }
     }
 }

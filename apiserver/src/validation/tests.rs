@@ -657,3 +657,103 @@ fn config_map_and_secret_keys() {
         )]
     );
 }
+
+/// A pod whose spec has `tolerations`; the errors on them.
+fn toleration_errors(tolerations: Value) -> Vec<(String, String)> {
+    let mut spec = nginx();
+    spec["tolerations"] = tolerations;
+    check("", "pods", pod(spec))
+}
+
+#[test]
+fn tolerations_keys_are_qualified_names() {
+    assert_eq!(
+        toleration_errors(json!([{"key": "bad key", "operator": "Exists"}])),
+        vec![pair(
+            "spec.tolerations[0].key",
+            "Invalid value: \"bad key\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+        )]
+    );
+    assert!(
+        toleration_errors(json!([{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}, {"operator": "Exists"}]))
+            .is_empty()
+    );
+}
+
+#[test]
+fn tolerations_with_an_empty_key_need_exists() {
+    assert_eq!(
+        toleration_errors(json!([{"operator": "Equal", "value": "v"}])),
+        vec![pair(
+            "spec.tolerations[0].operator",
+            "Invalid value: \"Equal\": operator must be Exists when `key` is empty, which means \"match all values and all keys\""
+        )]
+    );
+}
+
+#[test]
+fn toleration_seconds_need_no_execute() {
+    assert_eq!(
+        toleration_errors(
+            json!([{"key": "k", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 10}])
+        ),
+        vec![pair(
+            "spec.tolerations[0].effect",
+            "Invalid value: \"NoSchedule\": effect must be 'NoExecute' when `tolerationSeconds` is set"
+        )]
+    );
+}
+
+#[test]
+fn toleration_values_follow_the_operator() {
+    assert_eq!(
+        toleration_errors(json!([
+            {"key": "k", "operator": "Exists", "value": "v"},
+            {"key": "k", "value": "not a label value"},
+            {"key": "k", "operator": "Equal", "value": "fine"}
+        ])),
+        vec![
+            pair(
+                "spec.tolerations[0].operator",
+                "Invalid value: \"v\": value must be empty when `operator` is 'Exists'"
+            ),
+            pair(
+                "spec.tolerations[1].operator",
+                "Invalid value: \"not a label value\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn toleration_operators_and_effects_are_known_ones() {
+    assert_eq!(
+        toleration_errors(json!([{"key": "k", "operator": "In", "effect": "Evict"}])),
+        vec![
+            pair(
+                "spec.tolerations[0].operator",
+                "Unsupported value: \"In\": supported values: \"Equal\", \"Exists\""
+            ),
+            pair(
+                "spec.tolerations[0].effect",
+                "Unsupported value: \"Evict\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\""
+            ),
+        ]
+    );
+}
+
+#[test]
+fn workload_templates_check_tolerations() {
+    let mut spec = json!({
+        "selector": {"matchLabels": {"app": "x"}},
+        "template": {"metadata": {"labels": {"app": "x"}}, "spec": nginx()}
+    });
+    spec["template"]["spec"]["tolerations"] = json!([{"key": "k", "operator": "Bogus"}]);
+    assert_eq!(
+        check("apps", "deployments", deployment(spec)),
+        vec![pair(
+            "spec.template.spec.tolerations[0].operator",
+            "Unsupported value: \"Bogus\": supported values: \"Equal\", \"Exists\""
+        )]
+    );
+}
