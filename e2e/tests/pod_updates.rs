@@ -417,4 +417,16 @@ fn pod_status_writes_are_validated_as_upstream() {
         status["details"]["causes"][0]["reason"],
         "FieldValueForbidden"
     );
+
+    // The QoS class is computed on create, as upstream's ComputePodQOS.
+    let limited = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: g\nspec:\n  schedulingGates:\n  - name: example.com/hold\n  containers:\n  - name: app\n    image: nginx:1.27\n    resources:\n      limits: {cpu: 100m, memory: 64Mi}\n  - name: side\n    image: busybox\n    resources:\n      requests: {cpu: 50m}\n      limits: {cpu: 50m, memory: 32Mi}\n";
+    let (made, _, err) = s
+        .kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(limited))
+        .expect("kubectl runs");
+    assert!(made, "{err}");
+    let qos = ok(
+        &s,
+        &["get", "pod", "g", "-o", "jsonpath={.status.qosClass}"],
+    );
+    assert_eq!(qos, "Guaranteed");
 }

@@ -1109,6 +1109,13 @@ async fn create(
             None,
         )
         .await?;
+    // Upstream's pod strategy sets the QoS class on the admitted pod (`qos.ComputePodQOS`).
+    if r.group.is_empty() && r.plural == "pods" {
+        let qos = crate::validation::pod_qos_class(&obj);
+        if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) {
+            status.insert("qosClass".into(), json!(qos));
+        }
+    }
     object::validate(r, &obj, true, None)?;
     ctx.admission.validate(
         crate::admission::Operation::Create,

@@ -37,7 +37,7 @@ mod pod_update;
 
 use serde_json::{Map, Value};
 
-pub use pod_status::prepare as prepare_pod_status;
+pub use pod_status::{prepare as prepare_pod_status, qos_class as pod_qos_class};
 
 use crate::error::FieldError;
 use crate::registry::catalog::ResourceInfo;

@@ -48,6 +48,71 @@ pub fn prepare(new: &mut Map<String, Value>, old: &Map<String, Value>) {
     }
 }
 
+/// The pod's QoS class as kube-apiserver sets it on create (`qos.ComputePodQOS`): from the
+/// cpu and memory requests and limits of its containers and init containers (a missing request
+/// taking its limit, as defaulting does): none → `BestEffort`; limits for both on every
+/// container, with the summed requests equal to the summed limits → `Guaranteed`; else
+/// `Burstable`.
+pub fn qos_class(pod: &Map<String, Value>) -> &'static str {
+    let empty = Obj::new();
+    let spec = get_obj(pod, "spec").unwrap_or(&empty);
+    let mut requests: Vec<(&str, f64)> = Vec::new();
+    let mut limits: Vec<(&str, f64)> = Vec::new();
+    let add = |sums: &mut Vec<(&'static str, f64)>, name: &'static str, v: f64| match sums
+        .iter_mut()
+        .find(|(n, _)| *n == name)
+    {
+        Some((_, sum)) => *sum += v,
+        None => sums.push((name, v)),
+    };
+    let quantity = |m: Option<&Obj>, name: &str| {
+        m.and_then(|m| m.get(name))
+            .and_then(|q| super::parse_quantity(&super::quantity_text(q)))
+            .filter(|v| *v > 0.0)
+    };
+    let mut guaranteed = true;
+    let containers = objs(spec, "containers").chain(objs(spec, "initContainers"));
+    for (_, c) in containers {
+        let res = get_obj(c, "resources");
+        let req = res.and_then(|r| get_obj(r, "requests"));
+        let lim = res.and_then(|r| get_obj(r, "limits"));
+        let mut limits_found = 0;
+        for name in ["cpu", "memory"] {
+            let limit = quantity(lim, name);
+            let request = if req.is_some_and(|r| r.contains_key(name)) {
+                quantity(req, name)
+            } else {
+                limit
+            };
+            if let Some(v) = request {
+                add(&mut requests, name, v);
+            }
+            if let Some(v) = limit {
+                add(&mut limits, name, v);
+                limits_found += 1;
+            }
+        }
+        if limits_found < 2 {
+            guaranteed = false;
+        }
+    }
+    if requests.is_empty() && limits.is_empty() {
+        return "BestEffort";
+    }
+    if guaranteed {
+        guaranteed = requests.iter().all(|(name, v)| {
+            limits
+                .iter()
+                .any(|(n, l)| n == name && (l - v).abs() <= f64::EPSILON * l.abs().max(1.0))
+        });
+    }
+    if guaranteed && requests.len() == limits.len() {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
 /// `[{"ip": …}, …]`.
 fn ip_list(ips: &[String]) -> Value {
     Value::Array(ips.iter().map(|ip| json!({ "ip": ip })).collect())
@@ -375,6 +440,39 @@ mod tests {
 
     fn exited(name: &str, code: i64) -> Value {
         json!({ "name": name, "state": { "terminated": { "exitCode": code } } })
+    }
+
+    #[test]
+    fn the_qos_class_is_computed_from_requests_and_limits() {
+        let with = |resources: Value| {
+            obj(
+                json!({ "spec": { "containers": [{ "name": "a", "image": "x", "resources": resources }] } }),
+            )
+        };
+        assert_eq!(qos_class(&with(json!({}))), "BestEffort");
+        assert_eq!(
+            qos_class(&with(
+                json!({ "limits": { "cpu": "100m", "memory": "64Mi" } })
+            )),
+            "Guaranteed"
+        );
+        assert_eq!(
+            qos_class(&with(
+                json!({ "requests": { "cpu": "0.1", "memory": "64Mi" },
+                                     "limits": { "cpu": "100m", "memory": "64Mi" } })
+            )),
+            "Guaranteed"
+        );
+        assert_eq!(
+            qos_class(&with(
+                json!({ "requests": { "cpu": "50m" }, "limits": { "cpu": "100m", "memory": "64Mi" } })
+            )),
+            "Burstable"
+        );
+        assert_eq!(
+            qos_class(&with(json!({ "requests": { "memory": "64Mi" } }))),
+            "Burstable"
+        );
     }
 
     #[test]
