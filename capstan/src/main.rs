@@ -1210,8 +1210,24 @@ fn component_kubeconfig(
     Ok(out)
 }
 
-/// A kube-rs client from a kubeconfig file (its current context).
-async fn client_from_kubeconfig(path: &std::path::Path) -> anyhow::Result<kube::Client> {
+/// The program name upstream's counterpart of an in-process component sends in its
+/// User-Agent (and so the manager its writes are recorded under).
+fn upstream_program(component: &str) -> &'static str {
+    match component {
+        "scheduler" => "kube-scheduler",
+        "controllers" => "kube-controller-manager",
+        "nodes" | "control-plane-pods" => "kubelet",
+        "metrics-server" => "metrics-server",
+        _ => "capstan",
+    }
+}
+
+/// A kube-rs client from a kubeconfig file (its current context), sending the User-Agent
+/// of `component`'s upstream counterpart.
+async fn client_from_kubeconfig(
+    path: &std::path::Path,
+    component: &str,
+) -> anyhow::Result<kube::Client> {
     use anyhow::Context as _;
     let kubeconfig = kube::config::Kubeconfig::read_from(path)
         .with_context(|| format!("reading {}", path.display()))?;
@@ -1221,6 +1237,8 @@ async fn client_from_kubeconfig(path: &std::path::Path) -> anyhow::Result<kube::
     )
     .await
     .with_context(|| format!("loading {}", path.display()))?;
+    let mut config = config;
+    controllers::client::set_user_agent(&mut config, upstream_program(component), None);
     controllers::client::http2_client(&config)
 }
 
@@ -1240,7 +1258,7 @@ where
     let kubeconfig = kubeconfig.to_path_buf();
     let shutdown = shutdown.clone();
     tokio::spawn(async move {
-        let client = match client_from_kubeconfig(&kubeconfig).await {
+        let client = match client_from_kubeconfig(&kubeconfig, name).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(component = name, error = %format!("{e:#}"), "cannot start");
@@ -1265,12 +1283,16 @@ where
 }
 
 /// Runs a component given a kubeconfig, until SIGINT/SIGTERM.
-async fn run_component<F, Fut>(kubeconfig: &std::path::Path, run: F) -> anyhow::Result<()>
+async fn run_component<F, Fut>(
+    component: &str,
+    kubeconfig: &std::path::Path,
+    run: F,
+) -> anyhow::Result<()>
 where
     F: FnOnce(kube::Client, CancellationToken) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
-    let client = client_from_kubeconfig(kubeconfig).await?;
+    let client = client_from_kubeconfig(kubeconfig, component).await?;
     let shutdown = CancellationToken::new();
     let trigger = shutdown.clone();
     tokio::spawn(async move {
@@ -1321,18 +1343,27 @@ fn main() -> ExitCode {
                 }
             }
             Command::Scheduler(a) => {
-                run_component(&a.kubeconfig, |c, t| scheduler::run(c, a.options, t)).await
+                run_component("scheduler", &a.kubeconfig, |c, t| {
+                    scheduler::run(c, a.options, t)
+                })
+                .await
             }
             Command::Controllers(a) => {
                 let mut options = a.options;
                 options.kubeconfig = Some(a.kubeconfig.clone());
-                run_component(&a.kubeconfig, |c, t| controllers::run(c, options, t)).await
+                run_component("controllers", &a.kubeconfig, |c, t| {
+                    controllers::run(c, options, t)
+                })
+                .await
             }
             Command::Nodes(a) => {
-                run_component(&a.kubeconfig, |c, t| nodes::run(c, a.options, t)).await
+                run_component("nodes", &a.kubeconfig, |c, t| nodes::run(c, a.options, t)).await
             }
             Command::MetricsServer(a) => {
-                run_component(&a.kubeconfig, |c, t| metrics_server::run(c, a.options, t)).await
+                run_component("metrics-server", &a.kubeconfig, |c, t| {
+                    metrics_server::run(c, a.options, t)
+                })
+                .await
             }
             Command::Certs(CertsCommand::Init(args)) => {
                 let pki = certs::ensure_pki(&args.data_dir, &args.extra_sans, &args.server)?;

@@ -68,6 +68,34 @@ pub fn client_over(transport: Transport, config: &kube::Config) -> anyhow::Resul
     Ok(kube::Client::new(service, config.default_namespace.clone()))
 }
 
+/// Sets the User-Agent client-go's components send (`rest.DefaultKubernetesUserAgent`:
+/// `<program>/v1.33.0 (linux/amd64) kubernetes/<commit>`, plus `/<suffix>` as
+/// `rest.AddUserAgent` adds a controller's name). The API server names a writer's
+/// managedFields entry after the part before the first `/`, so the in-process components'
+/// writes are recorded as upstream's are (`kube-controller-manager`, `kube-scheduler`,
+/// `kubelet`) instead of `unknown`, and audit records carry the same agent.
+pub fn set_user_agent(config: &mut kube::Config, program: &str, suffix: Option<&str>) {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let mut agent = format!(
+        "{program}/v1.33.0 ({}/{arch}) kubernetes/capstan",
+        std::env::consts::OS
+    );
+    if let Some(suffix) = suffix {
+        agent.push('/');
+        agent.push_str(suffix);
+    }
+    if let Ok(value) = http::HeaderValue::from_str(&agent) {
+        config
+            .headers
+            .retain(|(name, _)| name != http::header::USER_AGENT);
+        config.headers.push((http::header::USER_AGENT, value));
+    }
+}
+
 /// A client for `config` on a transport of its own.
 pub fn http2_client(config: &kube::Config) -> anyhow::Result<kube::Client> {
     client_over(transport(config)?, config)

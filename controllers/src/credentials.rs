@@ -127,6 +127,7 @@ impl Credentials {
         let path = self.dir.join(format!("{sa}.token"));
         let lifetime = mint(&api, &sa, &path).await?;
         let mut config = config.clone();
+        crate::client::set_user_agent(&mut config, "kube-controller-manager", Some(&sa));
         config.auth_info = kube::config::AuthInfo {
             token_file: Some(path.to_string_lossy().into_owned()),
             ..kube::config::AuthInfo::default()

@@ -89,6 +89,39 @@ fn deployment_chain_rollouts_history_and_scale() {
     assert_eq!(ann["deployment.kubernetes.io/max-replicas"], "4");
     let pods = running_pods(&s, "app=web");
     assert_eq!(pods.len(), 3);
+    // Writers are named as upstream's: the controllers send kube-controller-manager's
+    // User-Agent, the nodes the kubelet's (managedFields managers, not `unknown`).
+    let managers = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["get"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--show-managed-fields", "-o", "json"]);
+        items(&json(&s, &all))
+            .iter()
+            .flat_map(|o| {
+                o["metadata"]["managedFields"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter_map(|e| e["manager"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let rs_managers = managers(&["rs", "-l", "app=web"]);
+    assert!(
+        rs_managers.iter().any(|m| m == "kube-controller-manager"),
+        "{rs_managers:?}"
+    );
+    let pod_managers = managers(&["pods", "-l", "app=web"]);
+    for want in ["kube-controller-manager", "kubelet"] {
+        assert!(
+            pod_managers.iter().any(|m| m == want),
+            "{want}: {pod_managers:?}"
+        );
+    }
+    assert!(
+        !pod_managers.iter().any(|m| m == "unknown"),
+        "{pod_managers:?}"
+    );
     for p in &pods {
         assert!(
             p["metadata"]["name"]
