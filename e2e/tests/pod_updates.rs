@@ -401,6 +401,25 @@ fn pod_status_writes_are_validated_as_upstream() {
         "{body}"
     );
 
+    // The request's labels and annotations stand on a pod status write (upstream's pod
+    // status strategy resets only spec, deletionTimestamp and ownerReferences).
+    let patch = r#"{"metadata":{"labels":{"via":"status"},"annotations":{"note":"kept"}},"status":{"phase":"Pending"}}"#;
+    ok(
+        &s,
+        &[
+            "patch",
+            "pod",
+            "st",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            patch,
+        ],
+    );
+    let meta = json(&s, &["get", "pod", "st", "-o", "json"]);
+    assert_eq!(meta["metadata"]["labels"]["via"], "status", "{meta}");
+    assert_eq!(meta["metadata"]["annotations"]["note"], "kept", "{meta}");
+
     // With restartPolicy Never, a terminated container may not run again.
     let (code, body) = put_status(json!({
         "phase": "Running", "podIP": "10.0.0.7",

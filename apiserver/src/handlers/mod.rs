@@ -1373,7 +1373,21 @@ async fn store_update(
         let status = new.remove("status");
         // managedFields as recorded for this status write (`apply::record`).
         let managed = object::meta(&mut new).and_then(|m| m.remove("managedFields"));
+        // Upstream's pod status strategy resets only the spec, `deletionTimestamp` and
+        // `ownerReferences`: the request's labels and annotations stand. Other kinds keep the
+        // stored metadata (most of upstream's status strategies reset it).
+        let pod_meta = (r.group.is_empty() && r.plural == "pods")
+            .then(|| object::meta(&mut new).map(|m| (m.remove("labels"), m.remove("annotations"))))
+            .flatten();
         new = old.clone();
+        if let (Some((labels, annotations)), Some(m)) = (pod_meta, object::meta(&mut new)) {
+            for (field, value) in [("labels", labels), ("annotations", annotations)] {
+                match value {
+                    Some(v) => m.insert(field.into(), v),
+                    None => m.remove(field),
+                };
+            }
+        }
         match status {
             Some(s) => {
                 new.insert("status".into(), s);
