@@ -1,6 +1,7 @@
 //! The golden-file corpus (issue 23): for each common built-in kind, an object written by
-//! stock `kubectl create -f e2e/golden/<kind>.input.yaml`, read back with curl as JSON and as
-//! YAML, and compared byte for byte with `e2e/golden/<kind>.json` / `<kind>.yaml`.
+//! stock `kubectl create -f e2e/golden/<kind>.input.yaml`, read back with curl as JSON, as
+//! YAML and as protobuf, and compared byte for byte with `e2e/golden/<kind>.json`,
+//! `<kind>.yaml` and the protobuf encoding of `<kind>.json`.
 //!
 //! The expectations were written from the Go types of k8s.io/api v0.33 (field order,
 //! `omitempty`, non-pointer structs always written: `"status":{}`, `"creationTimestamp":null`
@@ -11,10 +12,21 @@
 //! `<resourceVersion>`, `<creationTimestamp>`, `<time>` (managedFields),
 //! `<lastTransitionTime>`, `<clusterIP>`.
 //!
+//! The protobuf expectation is `<kind>.json` encoded by `e2e/golden/to_pb.py` (Python's
+//! standard library only, independent of the server's encoder): the `k8s\0` +
+//! `runtime.Unknown` envelope around the object's message, built from upstream's vendored
+//! `generated.proto` files and the Go types' pointer/inline facts
+//! (`apiserver/proto/json_fields.txt`) by the rules of Go's gogo marshallers. Its
+//! placeholders are filled first with the values at the same places in the server's JSON of
+//! the same object (timestamps become `{seconds, nanos}` in the script). The script itself is
+//! checked against Go's own bytes: it must reproduce every upstream fixture
+//! `apiserver/src/codec/testdata/<case>.pb` from its `.json`
+//! ([`protobuf_expectations_script_reproduces_go_fixtures`]). A protobuf mismatch prints
+//! both bodies as field dumps (`to_pb.py dump`).
+//!
 //! [`GAPS`] lists known differences owned elsewhere, each a literal rewrite of the
-//! expectation with its reason; a gap that no longer applies fails the test (delete it).
-//! A third format slots into [`FORMATS`]: protobuf expectations (`<kind>.pb`) with their
-//! normaliser.
+//! expectation with its reason (for `pb`, of the JSON before it is encoded); a gap that no
+//! longer applies fails the test (delete it).
 //!
 //! Upstream orders `managedFields` by operation, then by time in whole seconds, then by
 //! manager; the expectations were written for entries made in one second. A kind with
@@ -107,9 +119,13 @@ const KINDS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The formats compared: file extension and Accept header. Protobuf (`pb`,
-/// `application/vnd.kubernetes.protobuf`) goes here with its expectations.
-const FORMATS: &[(&str, &str)] = &[("json", "application/json"), ("yaml", "application/yaml")];
+/// The formats compared: expectation's extension and Accept header. Protobuf (`pb`) has no
+/// file of its own: its expectation is `<kind>.json` encoded by `to_pb.py`.
+const FORMATS: &[(&str, &str)] = &[
+    ("json", "application/json"),
+    ("yaml", "application/yaml"),
+    ("pb", "application/vnd.kubernetes.protobuf"),
+];
 
 /// A known difference: kinds (`*`: all), format, the expectation's text and what this server
 /// writes instead, and why.
@@ -444,6 +460,13 @@ fn built_in_kinds_read_back_as_upstream_writes_them() {
             ),
         ];
         for (format, accept) in FORMATS {
+            if *format == "pb" {
+                match compare_protobuf(&s, kind, path, &json, dir.path()) {
+                    Ok(()) => matched += 1,
+                    Err(e) => failures.push(e),
+                }
+                continue;
+            }
             let body = if *format == "json" {
                 json.clone()
             } else {
@@ -492,6 +515,127 @@ fn built_in_kinds_read_back_as_upstream_writes_them() {
         NOT_YET.len()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// One raw GET's body as bytes (protobuf), with its status code and Content-Type.
+fn curl_bytes(s: &ServerProcess, path: &str, accept: &str, out: &Path) -> (u16, String) {
+    let pki = s.data_dir.join("pki");
+    let result = Command::new("curl")
+        .args(["-s", "-A", "e2e-golden", "-H", &format!("Accept: {accept}")])
+        .arg("--cacert")
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .args(["-w", "%{http_code} %{content_type}", "-o"])
+        .arg(out)
+        .arg(format!("{}{path}", s.url))
+        .output()
+        .expect("curl runs");
+    let tail = String::from_utf8_lossy(&result.stdout).into_owned();
+    let (code, content_type) = tail.split_once(' ').unwrap_or((&tail, ""));
+    (code.parse().unwrap_or(0), content_type.to_owned())
+}
+
+/// Runs `e2e/golden/to_pb.py` with `args`: its stdout, or why it failed.
+fn to_pb(args: &[&Path]) -> Result<Vec<u8>, String> {
+    let out = Command::new("python3")
+        .arg(golden_dir().join("to_pb.py"))
+        .args(args.iter().map(|a| a.as_os_str()))
+        .output()
+        .map_err(|e| format!("python3 to_pb.py: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "to_pb.py {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(out.stdout)
+}
+
+/// GETs `path` as protobuf and compares the bytes with `to_pb.py`'s encoding of
+/// `<kind>.json` (gaps applied), its placeholders filled from `json` (the server's JSON of
+/// the same object); a mismatch is shown as both bodies' field dumps.
+fn compare_protobuf(
+    s: &ServerProcess,
+    kind: &str,
+    path: &str,
+    json: &str,
+    scratch: &Path,
+) -> Result<(), String> {
+    let got_file = scratch.join(format!("{kind}.got.pb"));
+    let (code, content_type) =
+        curl_bytes(s, path, "application/vnd.kubernetes.protobuf", &got_file);
+    let got = std::fs::read(&got_file).unwrap_or_default();
+    if code != 200 || content_type != "application/vnd.kubernetes.protobuf" {
+        return Err(format!(
+            "{kind}.pb: {code} {content_type}: {}",
+            String::from_utf8_lossy(&got)
+        ));
+    }
+    let expected_text = std::fs::read_to_string(golden_dir().join(format!("{kind}.json")))
+        .map_err(|e| format!("{kind}.json: {e}"))?;
+    let (with, gaps) = with_gaps(kind, "pb", &expected_text);
+    let actual_file = scratch.join(format!("{kind}.actual.json"));
+    std::fs::write(&actual_file, json).map_err(|e| e.to_string())?;
+    let encode = |text: &str, name: &str| {
+        let file = scratch.join(name);
+        std::fs::write(&file, text).map_err(|e| e.to_string())?;
+        to_pb(&[Path::new("encode"), &file, &actual_file])
+    };
+    let want = encode(&with, &format!("{kind}.want.json"))?;
+    if got == want {
+        return Ok(());
+    }
+    if !gaps.is_empty() && got == encode(&expected_text, &format!("{kind}.upstream.json"))? {
+        return Err(format!(
+            "{kind}.pb matches upstream: delete the gaps {:?}",
+            gaps.iter().map(|g| g.reason).collect::<Vec<_>>()
+        ));
+    }
+    let want_file = scratch.join(format!("{kind}.want.pb"));
+    std::fs::write(&want_file, &want).map_err(|e| e.to_string())?;
+    let dump = |file: &Path| {
+        to_pb(&[Path::new("dump"), file])
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_else(|e| e)
+    };
+    let (want_dump, got_dump) = (dump(&want_file), dump(&got_file));
+    let (want_lines, got_lines): (Vec<_>, Vec<_>) =
+        (want_dump.lines().collect(), got_dump.lines().collect());
+    let at = want_lines
+        .iter()
+        .zip(&got_lines)
+        .position(|(a, b)| a != b)
+        .unwrap_or(want_lines.len().min(got_lines.len()));
+    let context =
+        |lines: &[&str]| lines[at.saturating_sub(6)..(at + 4).min(lines.len())].join("\n");
+    Err(format!(
+        "{kind}.pb differs ({} bytes expected, {} written) at dump line {at}:\n  want:\n{}\n  got:\n{}",
+        want.len(),
+        got.len(),
+        context(&want_lines),
+        context(&got_lines)
+    ))
+}
+
+/// The script that derives the protobuf expectations reproduces Go's bytes: k8s.io/api's
+/// and apiextensions-apiserver's fixtures (`apiserver/src/codec/testdata/<case>.{json,pb}`,
+/// kubectl v1.33's request bodies and Go's round-trip fixtures of fuzzed objects).
+#[test]
+fn protobuf_expectations_script_reproduces_go_fixtures() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../apiserver/src/codec/testdata");
+    let out = to_pb(&[Path::new("check"), &fixtures]).unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out);
+    let (passed, total) = text
+        .trim()
+        .strip_suffix(" fixtures encode to Go's bytes")
+        .and_then(|t| t.split_once(" of "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(passed, total, "{text}");
+    assert!(total.parse::<usize>().unwrap_or(0) >= 10, "{text}");
 }
 
 #[test]
