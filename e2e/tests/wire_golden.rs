@@ -20,7 +20,8 @@
 //! placeholders are filled first with the values at the same places in the server's JSON of
 //! the same object (timestamps become `{seconds, nanos}` in the script). The script itself is
 //! checked against Go's own bytes: it must reproduce every upstream fixture
-//! `apiserver/src/codec/testdata/<case>.pb` from its `.json`
+//! `apiserver/src/codec/testdata/<case>.pb` and `e2e/golden/go-fixtures/<kind>.pb` (k8s.io/api
+//! v0.33.13's fuzzed objects of the corpus kinds, every field set) from its `.json`
 //! ([`protobuf_expectations_script_reproduces_go_fixtures`]). A protobuf mismatch prints
 //! both bodies as field dumps (`to_pb.py dump`).
 //!
@@ -621,21 +622,32 @@ fn compare_protobuf(
     ))
 }
 
-/// The script that derives the protobuf expectations reproduces Go's bytes: k8s.io/api's
-/// and apiextensions-apiserver's fixtures (`apiserver/src/codec/testdata/<case>.{json,pb}`,
-/// kubectl v1.33's request bodies and Go's round-trip fixtures of fuzzed objects).
+/// The script that derives the protobuf expectations reproduces Go's bytes: kubectl v1.33's
+/// request bodies and apiextensions-apiserver's round-trip fixtures
+/// (`apiserver/src/codec/testdata/<case>.{json,pb}`), and k8s.io/api v0.33.13's round-trip
+/// fixtures of every other corpus kind (`e2e/golden/go-fixtures`: a fuzzed object with
+/// every field set, as Go's JSON and protobuf serializers wrote it).
 #[test]
 fn protobuf_expectations_script_reproduces_go_fixtures() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../apiserver/src/codec/testdata");
-    let out = to_pb(&[Path::new("check"), &fixtures]).unwrap_or_else(|e| panic!("{e}"));
-    let text = String::from_utf8_lossy(&out);
-    let (passed, total) = text
-        .trim()
-        .strip_suffix(" fixtures encode to Go's bytes")
-        .and_then(|t| t.split_once(" of "))
-        .unwrap_or_else(|| panic!("{text}"));
-    assert_eq!(passed, total, "{text}");
-    assert!(total.parse::<usize>().unwrap_or(0) >= 10, "{text}");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (dir, at_least) in [
+        (root.join("../apiserver/src/codec/testdata"), 10),
+        (golden_dir().join("go-fixtures"), KINDS.len() - 1),
+    ] {
+        let out = to_pb(&[Path::new("check"), &dir]).unwrap_or_else(|e| panic!("{e}"));
+        let text = String::from_utf8_lossy(&out);
+        let (passed, total) = text
+            .trim()
+            .strip_suffix(" fixtures encode to Go's bytes")
+            .and_then(|t| t.split_once(" of "))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(passed, total, "{}: {text}", dir.display());
+        assert!(
+            total.parse::<usize>().unwrap_or(0) >= at_least,
+            "{}: {text}",
+            dir.display()
+        );
+    }
 }
 
 #[test]

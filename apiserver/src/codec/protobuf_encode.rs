@@ -794,10 +794,16 @@ mod tests {
     /// and (`apiextensions.k8s.io.v1.*`) apiextensions-apiserver v0.33.13's round-trip
     /// fixtures `pkg/apis/testdata/HEAD/*.{json,pb}`, where Go's JSON and protobuf
     /// serializers wrote the same fuzzed object (every field set).
+    /// So do k8s.io/api v0.33.13's fixtures `testdata/HEAD/*.{json,pb}` of the golden
+    /// corpus's kinds (`e2e/golden/go-fixtures`: one fuzzed object per kind, every field set).
     #[test]
     fn fixtures_encode_byte_for_byte() {
         let mut checked = 0;
-        for entry in std::fs::read_dir(testdata()).unwrap() {
+        let go_fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/golden/go-fixtures");
+        let entries = std::fs::read_dir(testdata())
+            .unwrap()
+            .chain(std::fs::read_dir(go_fixtures).unwrap());
+        for entry in entries {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|e| e != "json") {
                 continue;
@@ -813,7 +819,7 @@ mod tests {
             );
             checked += 1;
         }
-        assert!(checked >= 10, "only {checked} fixtures");
+        assert!(checked >= 30, "only {checked} fixtures");
     }
 
     fn hex(b: &[u8]) -> String {
