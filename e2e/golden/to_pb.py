@@ -19,8 +19,8 @@ types' facts that the protos lack (apiserver/proto/json_fields.txt, generated fr
 sources): which fields are Go pointers, which embedded structs JSON inlines, renamed fields.
 The rules are those of the gogo-generated marshallers k8s.io/api uses:
 - fields in field-number order; a non-pointer scalar or struct is always written, zero or
-  not (`""`, `0`, `false`, a struct with its own always-written fields); a pointer only when
-  set; a repeated field once per element (unpacked); a `[]byte` when non-nil;
+  not (`""`, `0`, `false`, a struct with its own always-written fields); a pointer (or a
+  Go slice type such as `Verbs`, a message of `repeated string items`) only when set; a repeated field once per element (unpacked); a `[]byte` when non-nil;
 - maps as entries `{key=1, value=2}` in key order;
 - `metav1.Time` as `{seconds, nanos=0}` (ProtoTime drops nanoseconds), the zero time as an
   empty message; `MicroTime` with its nanoseconds; `Duration` in nanoseconds;
@@ -178,11 +178,20 @@ class Encoder:
                 names.add(field.json)
         return names
 
+    def string_list(self, name):
+        """A message that is a Go slice type (`type Verbs []string`): only `repeated string
+        items = 1`; as a field it is written when non-nil, as a pointer is."""
+        fields = self.messages.get(name, [])
+        return (len(fields) == 1 and fields[0].name == "items" and fields[0].label == "repeated"
+                and fields[0].type == "string")
+
     def message(self, name, value):
         """The bytes of message `name` for the JSON `value` (None: the Go zero value)."""
         special = SPECIAL.get(name)
         if special:
             return special(self, value)
+        if self.string_list(name):
+            value = {"items": value}  # a Go `[]string` type (Verbs, ExtraValue): JSON's array
         if value is None:
             value = {}
         if not isinstance(value, dict):
@@ -205,7 +214,7 @@ class Encoder:
             elif field.label == "repeated":
                 for element in item or []:
                     out += self.single(field.number, field.type, element)
-            elif present or "pointer" not in field.flags:
+            elif present or ("pointer" not in field.flags and not self.string_list(field.type)):
                 if field.type == "bytes" and not present:
                     continue  # a nil []byte is not written
                 out += self.single(field.number, field.type, item)

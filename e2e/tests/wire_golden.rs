@@ -22,7 +22,11 @@
 //! checked against Go's own bytes: it must reproduce every upstream fixture
 //! `apiserver/src/codec/testdata/<case>.pb` and `e2e/golden/go-fixtures/<kind>.pb` (k8s.io/api
 //! v0.33.13's fuzzed objects of the corpus kinds, every field set) from its `.json`
-//! ([`protobuf_expectations_script_reproduces_go_fixtures`]). A protobuf mismatch prints
+//! ([`protobuf_expectations_script_reproduces_go_fixtures`]); and its presence rule (which
+//! singular fields are written always, which only when set) agrees with Go's generated
+//! `MarshalToSizedBuffer` code for every field of the vendored protos
+//! (`e2e/golden/check_presence.py <api> <apimachinery> <apiextensions-apiserver>`, run by
+//! hand on v0.33.13 checkouts: 1732 fields agree, 0 differ). A protobuf mismatch prints
 //! both bodies as field dumps (`to_pb.py dump`).
 //!
 //! [`GAPS`] lists known differences owned elsewhere, each a literal rewrite of the
