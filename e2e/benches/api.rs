@@ -502,8 +502,20 @@ fn noop_policy_binding_json() -> String {
     .to_string()
 }
 
-/// Step 8, on a fresh server: pod creates at 32 connections, then the same with a no-op
-/// validating webhook and a no-op ValidatingAdmissionPolicy matching every pod.
+/// Step 8: plain and hooked phases alternate, each this long (or [`ADMISSION_PHASE_OPS`]).
+const ADMISSION_PHASE: Duration = Duration::from_millis(2500);
+/// Step 8: op cap of one phase (keeps the store from growing past ~100k pods).
+const ADMISSION_PHASE_OPS: u64 = 15_000;
+/// Step 8: hooked phases; plain ones number one more (before, between and after them).
+const ADMISSION_ROUNDS: usize = 3;
+
+/// Step 8, on a fresh server: pod creates at 32 connections without admission webhooks or
+/// policies, and with a no-op validating webhook and a no-op ValidatingAdmissionPolicy
+/// matching every pod. The phases alternate — plain, hooked, plain, …, plain — so that drifts
+/// of a shared machine (disk latency, other processes) and the store's growth weigh on both
+/// alike: plain phases surround the hooked ones, so a trend cancels out of the ratio. The
+/// figures are totals over all phases of a kind (creates over seconds), and the CPU time per
+/// create of the server and of this process (client and webhook).
 fn step_admission(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
     let server = ServerProcess::start(dir)?;
     eprintln!("[server D] ready at {} (pid {})", server.url, server.pid());
@@ -512,33 +524,6 @@ fn step_admission(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
     rt.block_on(api.create_namespace(ns))?;
     let pods = format!("/api/v1/namespaces/{ns}/pods");
 
-    let server_pid = server.pid();
-    let run = |prefix: &'static str| {
-        let path = pods.clone();
-        let cpu = CpuMeter::start(server_pid);
-        let stats = rt.block_on(drive(
-            &api,
-            CONNS,
-            CREATE_MAX_OPS,
-            ROW_TIME,
-            None,
-            move |mut c: Conn, n| {
-                let path = path.clone();
-                async move {
-                    let body = pod_json(&format!("{prefix}-{n}"));
-                    c.expect(Method::POST, &path, Some(body), StatusCode::CREATED)
-                        .await
-                        .map(drop)
-                }
-            },
-        ))?;
-        let used = cpu.per_op(stats.count());
-        eprintln!("[{prefix}] CPU per create: {used}");
-        Ok::<_, anyhow::Error>((stats, used))
-    };
-    let (plain, plain_cpu) = run("plain")?;
-    eprintln!("[create pods @{CONNS}, no webhooks/policies] {plain}");
-
     // The webhook server lives until the end of this function (dropping it stops it).
     let pki = server.data_dir.join("pki");
     let hook = NoopWebhook::start(&pki.join("apiserver.crt"), &pki.join("apiserver.key"))?;
@@ -546,141 +531,276 @@ fn step_admission(rt: &Runtime, dir: &Path, figs: &mut Figures) -> Result<()> {
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca);
     let url = format!("https://127.0.0.1:{}/validate", hook.port);
     eprintln!("[admission] no-op webhook at {url}");
-    let took = rt.block_on(async {
-        let mut c = api.connect().await?;
-        let start = Instant::now();
-        c.expect(
-            Method::POST,
-            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
-            Some(noop_webhook_configuration_json(&url, &ca_bundle)),
-            StatusCode::CREATED,
-        )
-        .await?;
-        c.expect(
-            Method::POST,
-            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
-            Some(noop_policy_json()),
-            StatusCode::CREATED,
-        )
-        .await?;
-        c.expect(
-            Method::POST,
-            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
-            Some(noop_policy_binding_json()),
-            StatusCode::CREATED,
-        )
-        .await?;
-        for i in 0u64.. {
-            let (status, body) = c
-                .call(Method::POST, &pods, Some(pod_json(&format!("probe-{i}"))))
-                .await?;
-            if hook.reviews() > 0 {
-                if status != StatusCode::CREATED {
-                    bail!(
-                        "pod create seen by the webhook answered {status}: {}",
-                        String::from_utf8_lossy(&body[..body.len().min(500)])
-                    );
-                }
-                return Ok::<_, anyhow::Error>(start.elapsed());
-            }
-            if start.elapsed() > Duration::from_secs(30) {
-                bail!(
-                    "no pod create reached the webhook 30 s after its configuration (last: \
-                     {status}: {})",
-                    String::from_utf8_lossy(&body[..body.len().min(500)])
-                );
-            }
-            tokio::time::sleep(READY_POLL).await;
-        }
-        bail!("pod names exhausted")
-    })?;
-    eprintln!("[admission] webhook called {took:?} after its configuration was created");
 
-    let seen_before = hook.reviews();
-    let (hooked, hooked_cpu) = run("hooked")?;
-    let seen = hook.reviews() - seen_before;
-    eprintln!(
-        "[create pods @{CONNS}, 1 no-op webhook + 1 no-op policy] {hooked}; webhook saw {seen} \
-         reviews"
-    );
-    if seen < hooked.count() {
-        bail!(
-            "the webhook saw {seen} reviews for {} pods created",
-            hooked.count()
-        );
+    let server_pid = server.pid();
+    let mut plain = Phases::default();
+    let mut hooked = Phases::default();
+    let mut probe = 0u64;
+    for round in 0..=ADMISSION_ROUNDS {
+        let prefix = format!("plain{round}");
+        let (s, cpu) = admission_phase(rt, &api, &pods, server_pid, &prefix)?;
+        eprintln!("[{prefix}] {s}; CPU per create: {cpu}");
+        plain.add(&s, cpu);
+        if round == ADMISSION_ROUNDS {
+            break;
+        }
+        let took = rt.block_on(install_noop_admission(
+            &api, &pods, &hook, &url, &ca_bundle, &mut probe,
+        ))?;
+        eprintln!("[admission] webhook called {took:?} after its configuration was created");
+        let prefix = format!("hooked{round}");
+        let seen_before = hook.reviews();
+        let (s, cpu) = admission_phase(rt, &api, &pods, server_pid, &prefix)?;
+        let seen = hook.reviews() - seen_before;
+        eprintln!("[{prefix}] {s}; CPU per create: {cpu}; webhook saw {seen} reviews");
+        if seen < s.count() {
+            bail!(
+                "the webhook saw {seen} reviews for {} pods created",
+                s.count()
+            );
+        }
+        hooked.add(&s, cpu);
+        rt.block_on(remove_noop_admission(&api, &pods, &hook, &mut probe))?;
     }
-
-    // The same run once more without them, on the store as the hooked run left it (the
-    // store holds more pods with each run): "without" is the mean of both plain runs.
-    rt.block_on(async {
-        let mut c = api.connect().await?;
-        for path in [
-            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/bench-noop",
-            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/bench-noop",
-            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/bench-noop",
-        ] {
-            c.expect(Method::DELETE, path, None, StatusCode::OK).await?;
-        }
-        let start = Instant::now();
-        for i in 0u64.. {
-            let before = hook.reviews();
-            c.expect(
-                Method::POST,
-                &pods,
-                Some(pod_json(&format!("unhooked-probe-{i}"))),
-                StatusCode::CREATED,
-            )
-            .await?;
-            if hook.reviews() == before {
-                return Ok::<_, anyhow::Error>(());
-            }
-            if start.elapsed() > Duration::from_secs(30) {
-                bail!("pod creates still reach the webhook 30 s after its removal");
-            }
-            tokio::time::sleep(READY_POLL).await;
-        }
-        bail!("pod names exhausted")
-    })?;
-    let (again, again_cpu) = run("again")?;
-    eprintln!("[create pods @{CONNS}, webhook and policy removed] {again}");
+    let without = plain.ops_per_sec();
+    let with = hooked.ops_per_sec();
+    let cpu_ratio = plain.cpu_total_per_op() / hooked.cpu_total_per_op().max(1e-9);
+    eprintln!(
+        "[admission] {} plain phases: {}/s; {} hooked: {}/s ({:.0} %); per hooked phase, of \
+         the mean of the plain phases around it: {}",
+        plain.ops.len(),
+        thousands(without),
+        hooked.ops.len(),
+        thousands(with),
+        with / without.max(1.0) * 100.0,
+        hooked
+            .rates()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let around = (plain.rates()[i] + plain.rates()[i + 1]) / 2.0;
+                format!("{:.0} %", r / around.max(1.0) * 100.0)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     // What the throughput ratio would be on an otherwise idle machine where server, client
     // and webhook saturate the cores: CPU time per create without over with.
-    let plain_total = (plain_cpu.total() + again_cpu.total()) / 2.0;
     eprintln!(
-        "[admission] CPU per create: server {:.0} µs without (mean), {:.0} µs with; server + \
-         bench process (client and webhook) {:.0} µs without, {:.0} µs with: CPU-bound ratio \
-         {:.0} %",
-        (plain_cpu.server + again_cpu.server) / 2.0 * 1e6,
-        hooked_cpu.server * 1e6,
-        plain_total * 1e6,
-        hooked_cpu.total() * 1e6,
-        plain_total / hooked_cpu.total().max(1e-9) * 100.0
+        "[admission] CPU per create: server {:.0} µs without, {:.0} µs with; server + bench \
+         process (client and webhook) {:.0} µs without, {:.0} µs with: CPU-bound ratio {:.0} %",
+        plain.server_per_op() * 1e6,
+        hooked.server_per_op() * 1e6,
+        plain.cpu_total_per_op() * 1e6,
+        hooked.cpu_total_per_op() * 1e6,
+        cpu_ratio * 100.0
     );
-    let without = (plain.ops_per_sec() + again.ops_per_sec()) / 2.0;
-    figs.set_run(ROW_POD_CREATE_PLAIN, &again, String::new());
-    figs.set_run(
+    let phases = |p: &Phases| {
+        p.rates()
+            .iter()
+            .map(|r| thousands(*r))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    figs.failed |= plain.errors + hooked.errors > 0;
+    figs.set(
         ROW_POD_CREATE_PLAIN,
-        &plain,
-        format!(
-            "{}/s (mean of {} and {})",
-            thousands(without),
-            thousands(plain.ops_per_sec()),
-            thousands(again.ops_per_sec())
-        ),
+        format!("{}/s ({})", thousands(without), phases(&plain)),
     );
-    let ratio = hooked.ops_per_sec() / without.max(1.0);
-    figs.set_run(
+    figs.set(
         ROW_POD_CREATE_ADMISSION,
-        &hooked,
         format!(
-            "{}/s ({:.0} % of without; by CPU per create {:.0} %)",
-            thousands(hooked.ops_per_sec()),
-            ratio * 100.0,
-            plain_total / hooked_cpu.total().max(1e-9) * 100.0
+            "{}/s ({}): {:.0} % of without; by CPU per create {:.0} %",
+            thousands(with),
+            phases(&hooked),
+            with / without.max(1.0) * 100.0,
+            cpu_ratio * 100.0
         ),
     );
     drop(hook);
     Ok(())
+}
+
+/// One phase of step 8: pod creates named `<prefix>-<n>` at [`CONNS`] connections for
+/// [`ADMISSION_PHASE`], and the CPU time per create it took.
+fn admission_phase(
+    rt: &Runtime,
+    api: &Api,
+    pods: &str,
+    server_pid: u32,
+    prefix: &str,
+) -> Result<(RunStats, CpuPerOp)> {
+    let path = pods.to_owned();
+    let prefix = prefix.to_owned();
+    let cpu = CpuMeter::start(server_pid);
+    let stats = rt.block_on(drive(
+        api,
+        CONNS,
+        ADMISSION_PHASE_OPS,
+        ADMISSION_PHASE,
+        None,
+        move |mut c: Conn, n| {
+            let path = path.clone();
+            let body = pod_json(&format!("{prefix}-{n}"));
+            async move {
+                c.expect(Method::POST, &path, Some(body), StatusCode::CREATED)
+                    .await
+                    .map(drop)
+            }
+        },
+    ))?;
+    let used = cpu.per_op(stats.count());
+    Ok((stats, used))
+}
+
+/// The phases of one kind of step 8, summed.
+#[derive(Default)]
+struct Phases {
+    /// Creates of each phase.
+    ops: Vec<u64>,
+    /// Seconds of each phase.
+    secs: Vec<f64>,
+    /// CPU seconds of the server and of this process over all phases.
+    server_cpu: f64,
+    bench_cpu: f64,
+    errors: usize,
+}
+
+impl Phases {
+    fn add(&mut self, s: &RunStats, cpu: CpuPerOp) {
+        let n = s.count() as f64;
+        self.ops.push(s.count());
+        self.secs.push(s.elapsed.as_secs_f64());
+        self.server_cpu += cpu.server * n;
+        self.bench_cpu += cpu.bench * n;
+        self.errors += s.errors;
+    }
+
+    fn total_ops(&self) -> f64 {
+        self.ops.iter().sum::<u64>().max(1) as f64
+    }
+
+    /// Creates per second over all phases.
+    fn ops_per_sec(&self) -> f64 {
+        self.ops.iter().sum::<u64>() as f64 / self.secs.iter().sum::<f64>().max(1e-9)
+    }
+
+    /// Creates per second of each phase.
+    fn rates(&self) -> Vec<f64> {
+        self.ops
+            .iter()
+            .zip(&self.secs)
+            .map(|(o, s)| *o as f64 / s.max(1e-9))
+            .collect()
+    }
+
+    fn server_per_op(&self) -> f64 {
+        self.server_cpu / self.total_ops()
+    }
+
+    fn cpu_total_per_op(&self) -> f64 {
+        (self.server_cpu + self.bench_cpu) / self.total_ops()
+    }
+}
+
+/// Creates the no-op webhook configuration, policy and binding, and waits until a pod create
+/// reaches the webhook (and is allowed); returns how long that took.
+async fn install_noop_admission(
+    api: &Api,
+    pods: &str,
+    hook: &NoopWebhook,
+    url: &str,
+    ca_bundle: &str,
+    probe: &mut u64,
+) -> Result<Duration> {
+    let mut c = api.connect().await?;
+    let start = Instant::now();
+    c.expect(
+        Method::POST,
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+        Some(noop_webhook_configuration_json(url, ca_bundle)),
+        StatusCode::CREATED,
+    )
+    .await?;
+    c.expect(
+        Method::POST,
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+        Some(noop_policy_json()),
+        StatusCode::CREATED,
+    )
+    .await?;
+    c.expect(
+        Method::POST,
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+        Some(noop_policy_binding_json()),
+        StatusCode::CREATED,
+    )
+    .await?;
+    loop {
+        *probe += 1;
+        let before = hook.reviews();
+        let (status, body) = c
+            .call(
+                Method::POST,
+                pods,
+                Some(pod_json(&format!("probe-{probe}"))),
+            )
+            .await?;
+        if hook.reviews() > before {
+            if status != StatusCode::CREATED {
+                bail!(
+                    "pod create seen by the webhook answered {status}: {}",
+                    String::from_utf8_lossy(&body[..body.len().min(500)])
+                );
+            }
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            bail!(
+                "no pod create reached the webhook 30 s after its configuration (last: {status}: \
+                 {})",
+                String::from_utf8_lossy(&body[..body.len().min(500)])
+            );
+        }
+        tokio::time::sleep(READY_POLL).await;
+    }
+}
+
+/// Deletes what [`install_noop_admission`] created and waits until pod creates no longer
+/// reach the webhook.
+async fn remove_noop_admission(
+    api: &Api,
+    pods: &str,
+    hook: &NoopWebhook,
+    probe: &mut u64,
+) -> Result<()> {
+    let mut c = api.connect().await?;
+    for path in [
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/bench-noop",
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/bench-noop",
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/bench-noop",
+    ] {
+        c.expect(Method::DELETE, path, None, StatusCode::OK).await?;
+    }
+    let start = Instant::now();
+    loop {
+        *probe += 1;
+        let before = hook.reviews();
+        c.expect(
+            Method::POST,
+            pods,
+            Some(pod_json(&format!("probe-{probe}"))),
+            StatusCode::CREATED,
+        )
+        .await?;
+        if hook.reviews() == before {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            bail!("pod creates still reach the webhook 30 s after its removal");
+        }
+        tokio::time::sleep(READY_POLL).await;
+    }
 }
 
 /// CPU time (user + system) of the server process and of this bench process (client and
@@ -697,12 +817,6 @@ struct CpuMeter {
 struct CpuPerOp {
     server: f64,
     bench: f64,
-}
-
-impl CpuPerOp {
-    fn total(&self) -> f64 {
-        self.server + self.bench
-    }
 }
 
 impl std::fmt::Display for CpuPerOp {
@@ -1793,7 +1907,8 @@ const ROW_START_RESTART: &str = "start to ready, restart with 100k ConfigMaps";
 const ROW_CRD_READY: &str = "CRD create → first custom resource created";
 const ROW_CR_CREATE: &str = "custom resource creates/s (32 conns, 5 s or 20k)";
 const ROW_CR_RSS: &str = "RSS holding 100k 1-KiB custom resources";
-const ROW_POD_CREATE_PLAIN: &str = "pod creates/s (32 conns, 5 s or 20k), no webhooks/policies";
+const ROW_POD_CREATE_PLAIN: &str =
+    "pod creates/s (32 conns, 4 × 2.5 s alternating with 3 below), no webhooks/policies";
 const ROW_POD_CREATE_ADMISSION: &str = "  … with 1 no-op validating webhook + 1 no-op policy";
 const ROW_AGG_PROXIED: &str = "GET through the aggregator p50 / p99 ms (1 conn, 3 s)";
 const ROW_AGG_DIRECT: &str = "  direct ConfigMap GET p50 / p99 ms (1 conn, 3 s)";
