@@ -19,7 +19,7 @@ use prost_reflect::{Kind, MessageDescriptor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value};
 
-use super::protobuf::{Schema, schema};
+use super::protobuf::{Schema, resolve, with_schema};
 
 /// Message types whose JSON is not an object of their fields.
 const OPAQUE: &[&str] = &[
@@ -79,33 +79,34 @@ struct Plans {
     by_name: HashMap<String, usize>,
 }
 
+/// The plans, built on first use from the schema, which is not kept for them: the plans
+/// hold what the JSON order needs (kinds resolve by message name, [`resolve`]).
 fn plans() -> Option<&'static Plans> {
     static PLANS: OnceLock<Option<Plans>> = OnceLock::new();
-    PLANS
-        .get_or_init(|| {
-            let schema = schema().ok()?;
-            let names: Vec<String> = schema
-                .pool
-                .all_messages()
-                .map(|m| m.full_name().to_owned())
-                .collect();
-            let by_name: HashMap<String, usize> = names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.clone(), i))
-                .collect();
-            let mut plans: Vec<Plan> = names
-                .iter()
-                .map(|n| match schema.pool.get_message_by_name(n) {
-                    Some(m) => build(schema, &by_name, &m),
-                    None => Plan::default(),
-                })
-                .collect();
-            let mut by_name = by_name;
-            add_table_plans(&mut plans, &mut by_name);
-            Some(Plans { plans, by_name })
+    PLANS.get_or_init(|| with_schema(build_all).ok()).as_ref()
+}
+
+fn build_all(schema: &Schema) -> Plans {
+    let names: Vec<String> = schema
+        .pool
+        .all_messages()
+        .map(|m| m.full_name().to_owned())
+        .collect();
+    let by_name: HashMap<String, usize> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.clone(), i))
+        .collect();
+    let mut plans: Vec<Plan> = names
+        .iter()
+        .map(|n| match schema.pool.get_message_by_name(n) {
+            Some(m) => build(schema, &by_name, &m),
+            None => Plan::default(),
         })
-        .as_ref()
+        .collect();
+    let mut by_name = by_name;
+    add_table_plans(&mut plans, &mut by_name);
+    Plans { plans, by_name }
 }
 
 fn child_of(by_name: &HashMap<String, usize>, m: &MessageDescriptor) -> Child {
@@ -294,9 +295,7 @@ fn plan_for(plans: &Plans, obj: &Map<String, Value>) -> Option<usize> {
     if kind == "Table" && api_version.starts_with("meta.k8s.io/") {
         return plans.by_name.get(TABLE).copied();
     }
-    let schema = schema().ok()?;
-    let m = schema.message_for(api_version, kind)?;
-    plans.by_name.get(m.full_name()).copied()
+    resolve(api_version, kind, |name| plans.by_name.get(name).copied())
 }
 
 /// A value written with its plan.

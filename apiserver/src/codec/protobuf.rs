@@ -90,7 +90,10 @@ pub(super) struct Schema {
 }
 
 impl Schema {
-    fn load() -> Result<Self, String> {
+    /// Decodes the descriptor set and parses `json_fields.txt` (≈ 4 MB of descriptors in
+    /// memory). [`schema`] keeps one for the protobuf codec; the Go JSON field order builds
+    /// its compact tables from a transient one ([`with_schema`]).
+    pub(super) fn load() -> Result<Self, String> {
         let pool = DescriptorPool::decode(DESCRIPTORS)
             .map_err(|e| format!("loading the Kubernetes protobuf schema: {e}"))?;
         let mut rules: HashMap<String, HashMap<u32, FieldRule>> = HashMap::new();
@@ -126,61 +129,83 @@ impl Schema {
         Ok(Schema { pool, rules })
     }
 
-    /// The message for `apiVersion`/`kind`: the group's package (named by the group's first
-    /// label: `apps`, `rbac.authorization.k8s.io` → `rbac`), else `meta/v1` (options kinds).
-    /// The two groups whose types live outside k8s.io/api have their repository's package:
-    /// `apiregistration.k8s.io` (kube-aggregator) and `apiextensions.k8s.io`
-    /// (apiextensions-apiserver).
+    /// The message for `apiVersion`/`kind` ([`resolve`]).
     pub(super) fn message_for(&self, api_version: &str, kind: &str) -> Option<MessageDescriptor> {
-        // Discovery documents of the core group are written without an apiVersion (upstream's
-        // stripVersionEncoder): meta/v1's.
-        if api_version.is_empty() && DISCOVERY_KINDS.contains(&kind) {
-            return self.pool.get_message_by_name(&format!("{META}.{kind}"));
-        }
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        if version.is_empty() || kind.is_empty() {
-            return None;
-        }
-        let repo = match group {
-            "apiregistration.k8s.io" => Some("kube_aggregator.pkg.apis.apiregistration"),
-            "apiextensions.k8s.io" => Some("apiextensions_apiserver.pkg.apis.apiextensions"),
-            _ => None,
-        };
-        if let Some(repo) = repo {
-            return self
-                .pool
-                .get_message_by_name(&format!("k8s.io.{repo}.{version}.{kind}"));
-        }
-        // meta.k8s.io/v1beta1 has one message of its own (PartialObjectMetadataList); its
-        // other kinds are v1's (Go type aliases).
-        if group == "meta.k8s.io" {
-            return self
-                .pool
-                .get_message_by_name(&format!(
-                    "k8s.io.apimachinery.pkg.apis.meta.{version}.{kind}"
-                ))
-                .or_else(|| self.pool.get_message_by_name(&format!("{META}.{kind}")));
-        }
-        let package = match group.split('.').next().unwrap_or("") {
-            "" => "core",
-            first => first,
-        };
-        self.pool
-            .get_message_by_name(&format!("k8s.io.api.{package}.{version}.{kind}"))
-            .or_else(|| {
-                (version == "v1")
-                    .then(|| self.pool.get_message_by_name(&format!("{META}.{kind}")))
-                    .flatten()
-            })
+        resolve(api_version, kind, |name| {
+            self.pool.get_message_by_name(name)
+        })
     }
 }
 
+/// Looks up the message of `apiVersion`/`kind` by full name with `lookup`: the group's
+/// package (named by the group's first label: `apps`, `rbac.authorization.k8s.io` →
+/// `rbac`), else `meta/v1` (options kinds). The two groups whose types live outside
+/// k8s.io/api have their repository's package: `apiregistration.k8s.io` (kube-aggregator)
+/// and `apiextensions.k8s.io` (apiextensions-apiserver). By name, so that tables built from
+/// the schema (the Go JSON field order) resolve kinds without keeping the schema loaded.
+pub(super) fn resolve<T>(
+    api_version: &str,
+    kind: &str,
+    lookup: impl Fn(&str) -> Option<T>,
+) -> Option<T> {
+    // Discovery documents of the core group are written without an apiVersion (upstream's
+    // stripVersionEncoder): meta/v1's.
+    if api_version.is_empty() && DISCOVERY_KINDS.contains(&kind) {
+        return lookup(&format!("{META}.{kind}"));
+    }
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    if version.is_empty() || kind.is_empty() {
+        return None;
+    }
+    let repo = match group {
+        "apiregistration.k8s.io" => Some("kube_aggregator.pkg.apis.apiregistration"),
+        "apiextensions.k8s.io" => Some("apiextensions_apiserver.pkg.apis.apiextensions"),
+        _ => None,
+    };
+    if let Some(repo) = repo {
+        return lookup(&format!("k8s.io.{repo}.{version}.{kind}"));
+    }
+    // meta.k8s.io/v1beta1 has one message of its own (PartialObjectMetadataList); its
+    // other kinds are v1's (Go type aliases).
+    if group == "meta.k8s.io" {
+        return lookup(&format!(
+            "k8s.io.apimachinery.pkg.apis.meta.{version}.{kind}"
+        ))
+        .or_else(|| lookup(&format!("{META}.{kind}")));
+    }
+    let package = match group.split('.').next().unwrap_or("") {
+        "" => "core",
+        first => first,
+    };
+    lookup(&format!("k8s.io.api.{package}.{version}.{kind}")).or_else(|| {
+        (version == "v1")
+            .then(|| lookup(&format!("{META}.{kind}")))
+            .flatten()
+    })
+}
+
+/// The protobuf codec's schema, once loaded.
+static SCHEMA: OnceLock<Result<Schema, String>> = OnceLock::new();
+
+/// The schema of the protobuf codec, loaded on first use and kept (protobuf request and
+/// response bodies need it for as long as the server runs).
 pub(super) fn schema() -> Result<&'static Schema, String> {
-    static SCHEMA: OnceLock<Result<Schema, String>> = OnceLock::new();
     SCHEMA
         .get_or_init(Schema::load)
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// Runs `f` with the schema: the protobuf codec's if it is loaded already, else a transient
+/// one dropped afterwards. For tables built once from the schema (the Go JSON field order)
+/// that do not need the descriptors afterwards: an idle server that never sees protobuf
+/// does not keep the descriptor pool (≈ 4 MB, issue 26).
+pub(super) fn with_schema<R>(f: impl FnOnce(&Schema) -> R) -> Result<R, String> {
+    match SCHEMA.get() {
+        Some(Ok(s)) => Ok(f(s)),
+        Some(Err(e)) => Err(e.clone()),
+        None => Schema::load().map(|s| f(&s)),
+    }
 }
 
 /// Decodes a protobuf request body (the `k8s\0` envelope:
