@@ -43,21 +43,24 @@
 //!    command line: the harness's own readiness probe runs `kubectl` every 100 ms, too coarse
 //!    for the figure.
 //!
-//! 8. **admission**: on a fresh bare server, minimal Pods created by 32 connections for 5 s
-//!    (or 20k) in one namespace; then a no-op validating webhook (served by the bench process
-//!    on its own 1-thread runtime, `e2e::webhook_server::WebhookServer::start_h2`: TLS with
-//!    the server's own `pki/apiserver.crt`, HTTP/2 only, one task per connection; it decodes
-//!    only `request.uid`; `failurePolicy: Fail`, CREATE of pods; its CPU time is taken from
-//!    the same two cores as server and client, as a webhook on the same machine would) and
-//!    a no-op ValidatingAdmissionPolicy (`object.metadata.name.size() > 0`, bound with
-//!    `validationActions: [Deny]`) matching every pod are created, and once the webhook
-//!    has seen a create, the same run again; then both are deleted and, once a create no
-//!    longer reaches the webhook, the plain run once more. "Without" is the mean of the two
-//!    plain runs (the first on a store with fewer pods, the last on one with more), printed
-//!    beside the hooked throughput and their ratio. Each run also reads the CPU time (user +
-//!    system, `/proc/<pid>/stat`) the server and the bench process (client and webhook)
-//!    spent per create: "by CPU per create" is the ratio the throughputs would have if these
-//!    saturated the two cores alone, a figure other load on the machine does not move.
+//! 8. **admission**: on a fresh bare server, minimal Pods created by 32 connections in one
+//!    namespace, in seven phases of 2.5 s (or 15k creates) that alternate: plain, hooked,
+//!    plain, hooked, plain, hooked, plain. A hooked phase runs with a no-op validating
+//!    webhook (served by the bench process on its own 1-thread runtime,
+//!    `e2e::webhook_server::WebhookServer::start_h2`: TLS with the server's own
+//!    `pki/apiserver.crt`, HTTP/2 only, one task per connection; it decodes only
+//!    `request.uid`; `failurePolicy: Fail`, CREATE of pods; its CPU time is taken from the
+//!    same two cores as server and client, as a webhook on the same machine would) and a
+//!    no-op ValidatingAdmissionPolicy (`object.metadata.name.size() > 0`, bound with
+//!    `validationActions: [Deny]`) matching every pod: they are created before it (it starts
+//!    once the webhook has seen a create) and deleted after it (the next plain phase starts
+//!    once a create no longer reaches the webhook). The plain phases surround the hooked
+//!    ones, so drifts of a shared machine and the store's growth weigh on both kinds alike;
+//!    each figure is the creates of all phases of its kind over their seconds, printed with
+//!    each phase's rate and the ratio. Each phase also reads the CPU time (user + system,
+//!    `/proc/<pid>/stat`) the server and the bench process (client and webhook) spent per
+//!    create: "by CPU per create" is the ratio the throughputs would have if these saturated
+//!    the two cores alone, a figure other load on the machine does not move.
 //!
 //! 9. **aggregation**: on a fresh bare server, an extension API server (served by the bench
 //!    process like the webhook of step 8, answering every GET with one small object) is
@@ -196,7 +199,8 @@ fn run() -> Result<bool> {
         eprintln!("[custom resources] FAILED: {e:#}");
     }
 
-    // Step 8: pod creates without, then with, a no-op webhook and policy, on a fourth server.
+    // Step 8: pod creates without and with a no-op webhook and policy, alternating, on a
+    // fourth server.
     if wanted("admission")
         && let Err(e) = step_admission(&rt, &tmp.path().join("server-d"), &mut figures)
     {
