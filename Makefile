@@ -4,7 +4,7 @@ DATA_DIR ?= $(CURDIR)/.capstan
 STORE_URL ?= http://127.0.0.1:2379
 SECURE_PORT ?= 6443
 
-.PHONY: all build build-release run run-store test test-deps test-faults lint bench bench-store bench-api bench-scheduler bench-controllers bench-memory bench-kbench bench-pods bench-servicelb bench-dashboard clean
+.PHONY: all build build-release run run-store test test-deps test-faults lint bench bench-store bench-api bench-scheduler bench-controllers bench-memory bench-kbench bench-pods bench-servicelb bench-dashboard link-order clean
 
 all: build
 
@@ -121,6 +121,15 @@ bench-kbench:
 	@test -f $(KBENCH_SRC)/Cargo.toml || { echo "bench-kbench: kbench sources not found in $(KBENCH_SRC) (set KBENCH_SRC=...)"; exit 1; }
 	$(CARGO) build --release --manifest-path $(KBENCH_SRC)/Cargo.toml --target-dir target/kbench
 	scripts/kbench-table.sh target/release/capstan target/kbench/release/kbench
+
+## link-order: re-records capstan/link-order.txt, the functions a starting, idle and lightly
+## used server runs, which release links lay out first (see capstan/build.rs; needs valgrind).
+link-order:
+	$(CARGO) build --release -p capstan
+	@test -f $(KBENCH_SRC)/Cargo.toml || { echo "link-order: kbench sources not found in $(KBENCH_SRC) (set KBENCH_SRC=...)"; exit 1; }
+	$(CARGO) build --release --manifest-path $(KBENCH_SRC)/Cargo.toml --target-dir target/kbench
+	scripts/link-order.sh target/release/capstan target/kbench/release/kbench
+	$(CARGO) build --release -p capstan
 
 clean:
 	$(CARGO) clean
