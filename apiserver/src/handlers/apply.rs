@@ -120,6 +120,11 @@ pub(super) fn record(
             crate::apply::record_subresource_update(r, new, old, q, headers, "ephemeralcontainers");
             return;
         }
+        // Container resources are spec too.
+        Scope::Resize => {
+            crate::apply::record_subresource_update(r, new, old, q, headers, "resize");
+            return;
+        }
         Scope::Main | Scope::Finalize => {
             crate::apply::record_update(r, new, old, q, headers);
             return;

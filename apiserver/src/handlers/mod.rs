@@ -15,6 +15,7 @@ mod freshness;
 pub mod kubelet_proxy;
 mod node_proxy;
 mod object;
+mod pod_resize;
 mod rbac_writes;
 mod review;
 mod service;
@@ -443,6 +444,35 @@ async fn serve(ctx: &Arc<Ctx>, req: Request, render: Render) -> Result<Response>
                 &body,
                 &query,
                 Scope::EphemeralContainers,
+            )
+            .await
+        }
+        ("resize", "get") if ephemeral_containers::is(r) => {
+            get(ctx, r, namespace, &info.name, &render).await
+        }
+        ("resize", "update") if ephemeral_containers::is(r) => {
+            update(
+                ctx,
+                r,
+                namespace,
+                &info.name,
+                &parts.headers,
+                &body,
+                &query,
+                Scope::Resize,
+            )
+            .await
+        }
+        ("resize", "patch") if ephemeral_containers::is(r) => {
+            patch(
+                ctx,
+                r,
+                namespace,
+                &info.name,
+                &parts.headers,
+                &body,
+                &query,
+                Scope::Resize,
             )
             .await
         }
@@ -1301,6 +1331,8 @@ enum Scope {
     Approval,
     /// A pod's `ephemeralcontainers` subresource: `spec.ephemeralContainers` only.
     EphemeralContainers,
+    /// A pod's `resize` subresource: the containers' `resources` and `resizePolicy` only.
+    Resize,
 }
 
 impl Scope {
@@ -1417,6 +1449,9 @@ async fn store_update(
         }
         if scope == Scope::EphemeralContainers {
             ephemeral_containers::prepare_for_update(&mut new, old);
+        }
+        if scope == Scope::Resize {
+            pod_resize::prepare_for_update(&mut new, old);
         }
     }
     if csr::is(r) {

@@ -18,6 +18,7 @@
 //! - `events` — events.k8s.io/v1 Event (on its core form, as upstream).
 //! - `ephemeral` — a Pod's ephemeral containers and the `pods/ephemeralcontainers` update rules.
 //! - `pod_update` — what a plain update of a Pod may change (`ValidatePodUpdate`).
+//! - `pod_resize` — what a `pods/resize` write may change (`ValidatePodResize`).
 //! - `pod_status` — what a `pods/status` write may change (`ValidatePodStatusUpdate`).
 //! - `certificates` — certificates.k8s.io/v1 CertificateSigningRequest (create, update,
 //!   `status` and `approval`).
@@ -32,6 +33,7 @@ mod core;
 mod ephemeral;
 mod events;
 mod pod;
+mod pod_resize;
 mod pod_status;
 mod pod_update;
 
@@ -76,9 +78,10 @@ fn current_subresource() -> String {
 }
 
 /// A Pod: its spec, its ephemeral containers, what a plain update may change of it, through
-/// `pods/ephemeralcontainers` what may change of those, and through `pods/status` what may
-/// change of its status (`ValidatePodCreate`, `ValidatePodUpdate`,
-/// `ValidatePodEphemeralContainersUpdate`, `ValidatePodStatusUpdate`).
+/// `pods/ephemeralcontainers` what may change of those, through `pods/resize` what may change
+/// of the containers' resources, and through `pods/status` what may change of its status
+/// (`ValidatePodCreate`, `ValidatePodUpdate`, `ValidatePodEphemeralContainersUpdate`,
+/// `ValidatePodResize`, `ValidatePodStatusUpdate`).
 fn pod_object(obj: &Obj, old: Option<&Obj>) -> Vec<FieldError> {
     if let Some(old) = old
         && current_subresource() == "status"
@@ -96,6 +99,7 @@ fn pod_object(obj: &Obj, old: Option<&Obj>) -> Vec<FieldError> {
         None => ephemeral::create(&mut errs, spec),
         Some(old) => match current_subresource().as_str() {
             "ephemeralcontainers" => ephemeral::update(&mut errs, obj, old),
+            "resize" => pod_resize::update(&mut errs, obj, old),
             "" => pod_update::update(&mut errs, obj, old),
             _ => {}
         },

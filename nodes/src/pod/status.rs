@@ -136,7 +136,13 @@ impl Sim {
             self.containers
                 .iter()
                 .filter(|c| kind(c.kind))
-                .map(|c| container_status(c, now))
+                .map(|c| {
+                    let mut s = container_status(c, now);
+                    if matches!(c.state, State::Running { .. }) {
+                        s["resources"] = actuated_resources(pod, &c.name);
+                    }
+                    s
+                })
                 .collect()
         };
         let mut status = json!({
@@ -245,6 +251,41 @@ fn container_status(c: &Ctr, now: Timestamp) -> Value {
         s["containerID"] = json!(id);
     }
     s
+}
+
+/// The resources a running container runs with (`convertContainerStatusResources` with
+/// InPlacePodVerticalScaling on): this node actuates a resize at once, so what the pod's spec
+/// (written through `pods/resize`) asks of cpu, memory and storage is what the container has,
+/// and a finished resize leaves neither `PodResizePending` nor `PodResizeInProgress` behind.
+/// An API server reads the presence of `resources` as the node's support for resize.
+fn actuated_resources(pod: &Pod, name: &str) -> Value {
+    let spec = pod.spec.as_ref();
+    let container = spec.and_then(|s| {
+        s.containers
+            .iter()
+            .chain(s.init_containers.iter().flatten())
+            .find(|c| c.name == name)
+    });
+    let res = container.and_then(|c| c.resources.as_ref());
+    let mut out = json!({});
+    for (key, list) in [
+        ("limits", res.and_then(|r| r.limits.as_ref())),
+        ("requests", res.and_then(|r| r.requests.as_ref())),
+    ] {
+        let Some(list) = list else { continue };
+        let kept: serde_json::Map<String, Value> = list
+            .iter()
+            .filter(|(k, _)| {
+                matches!(
+                    k.as_str(),
+                    "cpu" | "memory" | "ephemeral-storage" | "storage"
+                )
+            })
+            .map(|(k, v)| (k.clone(), json!(v.0)))
+            .collect();
+        out[key] = Value::Object(kept);
+    }
+    out
 }
 
 /// A stable digest-style image ID for `image`.
