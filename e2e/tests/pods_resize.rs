@@ -1,8 +1,8 @@
 //! `pods/resize` (in-place pod vertical scaling) with stock kubectl on a whole control plane:
 //! `kubectl patch pod --subresource resize` changes a running pod's cpu request (and only the
 //! containers' resources: an image in the same patch is dropped, as upstream's strategy does),
-//! the simulated node actuates it and reports the new resources in
-//! `status.containerStatuses[*].resources` with no resize condition left behind; upstream's
+//! the simulated node actuates it — a watch sees `PodResizeInProgress` with the old size, then
+//! the new resources in `status.containerStatuses[*].resources` and no resize condition; upstream's
 //! `ValidatePodResize` answers 422 to other resources and to a QoS class change; RBAC checks
 //! `pods/resize` as its own subresource (`kubectl auth can-i`, a patch as a user without it).
 
@@ -60,6 +60,31 @@ fn kubectl_resizes_a_running_pod_in_place() {
     });
     let before = json(&s, &["get", "pod", "web", "-o", "json"]);
     assert_eq!(before["status"]["qosClass"], "Burstable");
+
+    // A watch on the pod's conditions sees the node's progress.
+    let mut watch = s
+        .kubectl_spawn(&[
+            "get",
+            "pod",
+            "web",
+            "-w",
+            "-o",
+            r#"jsonpath={.status.conditions[*].type} {.status.containerStatuses[0].resources.requests.cpu}{"\n"}"#,
+        ])
+        .expect("kubectl -w starts");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = watch.stdout.take().expect("piped stdout");
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the watch prints the pod");
+    assert!(first.ends_with(" 100m"), "{first}");
 
     // The cpu request changes; the image in the same patch is dropped by the strategy.
     let (done, out, err) = resize(
@@ -119,6 +144,26 @@ fn kubectl_resizes_a_running_pod_in_place() {
     );
     assert_eq!(status["phase"], "Running");
     assert_eq!(status["containerStatuses"][0]["restartCount"], 0);
+    // On the way the node reported the resize in progress (with the old size), then done.
+    let mut seen = vec![first];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !seen
+        .last()
+        .is_some_and(|l| l.ends_with(" 200m") && !l.contains("PodResizeInProgress"))
+    {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("the watch did not show the finished resize: {seen:?}"),
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("PodResizeInProgress") && l.ends_with(" 100m")),
+        "{seen:?}"
+    );
 
     // Only cpu and memory may change.
     let (done, _, err) = resize(

@@ -210,6 +210,11 @@ struct Sim {
     process: bool,
     /// Whether containers may start (the process runtime prepares the sandbox first).
     sandbox_ready: bool,
+    /// The resources each running container was last given (what its status reports).
+    actuated: HashMap<String, Value>,
+    /// A resize was actuated in the sync just reported (`PodResizeInProgress` is True until
+    /// the next one sees the container at its new size).
+    resizing: bool,
 }
 
 /// An event the kubelet would record about one of the pod's containers.
@@ -277,6 +282,8 @@ impl Sim {
             events: Vec::new(),
             process,
             sandbox_ready: !process,
+            actuated: HashMap::new(),
+            resizing: false,
         };
         for c in status.conditions.as_deref().unwrap_or_default() {
             if let (Some(kind), Some(st)) = (condition_type(&c.type_), static_status(&c.status)) {
@@ -751,13 +758,20 @@ pub(crate) async fn run(
             }
             sim.ip_held = false;
         }
-        let status = sim.status(&pod, node.ip, now);
+        let mut status = sim.status(&pod, node.ip, now);
         let mut failed = false;
         let digest = {
             let mut h = std::hash::DefaultHasher::new();
             std::hash::Hash::hash(&status.to_string(), &mut h);
             std::hash::Hasher::finish(&h)
         };
+        status::clear_finished_resize(&sim, &pod, &mut status);
+        if sim.resizing {
+            // The next sync finds the containers at their new size (the kubelet asks the
+            // runtime again while a resize is in progress).
+            let next = now + RESIZE_RECHECK;
+            wake = Some(wake.map_or(next, |w| w.min(next)));
+        }
         // As the kubelet's status manager, write our view again when the API's copy
         // disagrees (say the node lifecycle controller marked the pod not ready while this
         // node's heartbeats were late) — at most once per resync period, so a writer that
@@ -862,6 +876,9 @@ pub(crate) async fn run(
         lock(&node).release(ip);
     }
 }
+
+/// How soon after actuating a resize the node looks at the containers again.
+const RESIZE_RECHECK: Duration = Duration::from_millis(500);
 
 /// How often the API's diverging copy of a pod's status may make us write ours again (the
 /// kubelet status manager's sync period).
@@ -968,6 +985,57 @@ mod tests {
 
     fn at(base: Timestamp, secs: i64) -> Timestamp {
         base + SignedDuration::from_secs(secs)
+    }
+
+    #[test]
+    fn a_resize_is_in_progress_for_one_sync_then_reported_done() {
+        let sized = |cpu: &str| {
+            pod(
+                json!({"metadata": {"name": "r", "namespace": "default", "uid": "u2"},
+                "spec": {"containers": [{"name": "c", "image": "nginx",
+                    "resources": {"requests": {"cpu": cpu, "ephemeral-storage": "1Gi"}}}]}}),
+            )
+        };
+        let n = node();
+        let t0 = Timestamp::now();
+        let before = sized("100m");
+        let mut sim = Sim::new(&before, &n, t0);
+        sim.advance(t0);
+        let s = sim.status(&before, n.ip, t0);
+        let cpu = |s: &Value| s["containerStatuses"][0]["resources"]["requests"]["cpu"].clone();
+        let in_progress = |s: &Value| {
+            s["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "PodResizeInProgress"))
+        };
+        assert_eq!(cpu(&s), "100m");
+        assert_eq!(
+            s["containerStatuses"][0]["resources"]["requests"]["ephemeral-storage"],
+            "1Gi"
+        );
+        assert!(!in_progress(&s) && !sim.resizing);
+        // The spec asks for more: this sync actuates it and says so.
+        let after = sized("200m");
+        let s = sim.status(&after, n.ip, at(t0, 1));
+        assert_eq!(cpu(&s), "100m");
+        assert!(in_progress(&s) && sim.resizing);
+        // The next one finds the container at its new size; the API's condition is deleted.
+        let mut held = after.clone();
+        held.status = Some(
+            serde_json::from_value(
+                json!({"conditions": [{"type": "PodResizeInProgress", "status": "True"}]}),
+            )
+            .unwrap(),
+        );
+        let mut s = sim.status(&held, n.ip, at(t0, 2));
+        assert_eq!(cpu(&s), "200m");
+        assert!(!sim.resizing);
+        status::clear_finished_resize(&sim, &held, &mut s);
+        let last = s["conditions"].as_array().and_then(|c| c.last()).cloned();
+        assert_eq!(
+            last,
+            Some(json!({"type": "PodResizeInProgress", "$patch": "delete"}))
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! and a message saying so, so `kubectl debug -it` stops at once (it falls back to the logs,
 //! which say why there are none) instead of waiting forever for a container to start.
 
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -132,14 +133,18 @@ impl Sim {
             conditions.push(self.condition("PodScheduled", "True", None, None, now));
         }
 
+        let (actuated, resized) = self.actuate(pod);
+        if resized {
+            conditions.push(self.condition("PodResizeInProgress", "True", None, None, now));
+        }
         let statuses = |kind: fn(Kind) -> bool| -> Vec<Value> {
             self.containers
                 .iter()
                 .filter(|c| kind(c.kind))
                 .map(|c| {
                     let mut s = container_status(c, now);
-                    if matches!(c.state, State::Running { .. }) {
-                        s["resources"] = actuated_resources(pod, &c.name);
+                    if let Some(r) = actuated.get(&c.name) {
+                        s["resources"] = r.clone();
                     }
                     s
                 })
@@ -251,6 +256,58 @@ fn container_status(c: &Ctr, now: Timestamp) -> Value {
         s["containerID"] = json!(id);
     }
     s
+}
+
+impl Sim {
+    /// The in-place resize of a kubelet that actuates at once: each running container's
+    /// resources as this sync reports them (the size it ran with when the sync began), and
+    /// whether a resize was actuated now — the spec (written through `pods/resize`) asks
+    /// for other resources than a container has. Upstream then reports `PodResizeInProgress`
+    /// (True, no reason) with the old resources, and the next sync, finding allocated equal to
+    /// actual, the new resources without the condition.
+    fn actuate(&mut self, pod: &Pod) -> (HashMap<String, Value>, bool) {
+        let mut reported = HashMap::new();
+        let mut resized = false;
+        for c in &self.containers {
+            if !matches!(c.state, State::Running { .. }) {
+                continue;
+            }
+            let desired = actuated_resources(pod, &c.name);
+            let had = self
+                .actuated
+                .entry(c.name.clone())
+                .or_insert_with(|| desired.clone());
+            if *had != desired {
+                resized = true;
+                reported.insert(c.name.clone(), std::mem::replace(had, desired));
+            } else {
+                reported.insert(c.name.clone(), desired);
+            }
+        }
+        self.resizing = resized;
+        if !resized {
+            // A later resize starts a new transition.
+            self.conditions.remove("PodResizeInProgress");
+        }
+        (reported, resized)
+    }
+}
+
+/// Deletes a `PodResizeInProgress` condition the API still holds once no resize is in
+/// progress (the kubelet's status patch removes it from the list). Added after the report's
+/// digest, so the directive alone never makes the node write again.
+pub(super) fn clear_finished_resize(sim: &Sim, pod: &Pod, status: &mut Value) {
+    let held = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodResizeInProgress"));
+    if held
+        && !sim.resizing
+        && let Some(list) = status.get_mut("conditions").and_then(Value::as_array_mut)
+    {
+        list.push(json!({"type": "PodResizeInProgress", "$patch": "delete"}));
+    }
 }
 
 /// The resources a running container runs with (`convertContainerStatusResources` with
