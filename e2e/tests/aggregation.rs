@@ -710,6 +710,33 @@ fn an_extension_api_server_is_proxied_with_the_callers_identity_and_its_availabi
         group["preferredVersion"]["groupVersion"],
         format!("{GROUP}/{VERSION}")
     );
+    // The aggregator's own `/apis/<group>` page is negotiated like every discovery page:
+    // YAML as sigs.k8s.io/yaml writes it, protobuf in the `k8s\0` envelope, JSON indented for
+    // curl's user agent.
+    let yaml = curl_admin(
+        &s,
+        &["-H", "Accept: application/yaml"],
+        &format!("/apis/{GROUP}"),
+    );
+    assert_eq!(
+        yaml,
+        format!(
+            "apiVersion: v1\nkind: APIGroup\nname: {GROUP}\npreferredVersion:\n  groupVersion: \
+             {GROUP}/{VERSION}\n  version: {VERSION}\nversions:\n- groupVersion: \
+             {GROUP}/{VERSION}\n  version: {VERSION}\n"
+        )
+    );
+    let pb = curl_admin(
+        &s,
+        &["-H", "Accept: application/vnd.kubernetes.protobuf"],
+        &format!("/apis/{GROUP}"),
+    );
+    assert!(pb.starts_with("k8s\0") && pb.contains(GROUP), "{pb:?}");
+    let pretty = curl_admin(&s, &[], &format!("/apis/{GROUP}"));
+    assert!(
+        pretty.starts_with("{\n  \"kind\": \"APIGroup\",\n"),
+        "{pretty}"
+    );
 
     let flunder = format!(
         "apiVersion: {GROUP}/{VERSION}\nkind: Flunder\nmetadata:\n  name: one\n  namespace: wardle\n"

@@ -223,7 +223,8 @@ fn legacy_group(group: &str, versions: &[(&ApiService, Option<&Value>)]) -> Valu
     json!({ "name": group, "versions": vs, "preferredVersion": preferred })
 }
 
-/// `/apis/<group>` of a group served only by extension servers (`None`: none available).
+/// `/apis/<group>` of a group served only by extension servers, as JSON (`None`: none
+/// available); the caller negotiates the form the client asked for (YAML, protobuf, indented).
 pub fn group_document(
     snapshot: &Snapshot,
     entries: &HashMap<String, Value>,

@@ -189,8 +189,11 @@ pub async fn layer(agg: Arc<Aggregator>, req: Request, next: Next) -> Response {
     let snapshot = agg.table.snapshot(&agg.ctx.storage);
     if version.is_empty() {
         if is_get && snapshot.is_remote_group(group) {
-            return discovery::group_document(&snapshot, &agg.entries(), group)
-                .unwrap_or_else(|| crate::error::ApiError::NoRoute.into_response());
+            let Some(doc) = discovery::group_document(&snapshot, &agg.entries(), group) else {
+                return crate::error::ApiError::NoRoute.into_response();
+            };
+            let (headers, query) = (req.headers(), req.uri().query());
+            return crate::discovery::negotiated(doc, headers, query).await;
         }
         return next.run(req).await;
     }
