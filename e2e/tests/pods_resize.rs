@@ -210,6 +210,25 @@ fn kubectl_resizes_a_running_pod_in_place() {
         after["spec"]["containers"][0]["resources"]
     );
 
+    // PUT through the subresource (`kubectl replace --subresource resize`): the same rules.
+    let mut current = json(&s, &["get", "pod", "web", "-o", "json"]);
+    current["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "250m".into();
+    current["metadata"]["labels"] = serde_json::json!({"dropped": "yes"});
+    let (replaced, out, err) = s
+        .kubectl_as(
+            &s.kubeconfig,
+            &["replace", "--subresource", "resize", "-f", "-"],
+            Some(&current.to_string()),
+        )
+        .expect("kubectl runs");
+    assert!(replaced, "{out}{err}");
+    let put = json(&s, &["get", "pod", "web", "-o", "json"]);
+    assert_eq!(
+        put["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+        "250m"
+    );
+    assert!(put["metadata"]["labels"].is_null(), "{}", put["metadata"]);
+
     // RBAC: pods/resize is its own subresource.
     ok(
         &s,
