@@ -299,6 +299,36 @@ mod tests {
     }
 
     #[test]
+    fn pod_level_resources_static_pods_and_plain_init_containers_refused() {
+        let old = pod(&json!({"requests": {"cpu": "100m"}}));
+        let new = pod(&json!({"requests": {"cpu": "200m"}}));
+        let mut pod_level = old.clone();
+        pod_level["spec"]["resources"] = json!({"requests": {"cpu": "1"}});
+        assert_eq!(
+            errors(&new, &pod_level),
+            [": Forbidden: pods with pod-level resources cannot be resized"]
+        );
+        let mut mirror = old.clone();
+        mirror["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "x"});
+        assert_eq!(
+            errors(&new, &mirror),
+            [": Forbidden: static pods cannot be resized"]
+        );
+        let mut with_init = old;
+        with_init["spec"]["initContainers"] = json!([{"name": "i", "image": "x", "resources": {"requests": {"cpu": "1"}}},
+                   {"name": "s", "image": "x", "restartPolicy": "Always",
+                    "resources": {"requests": {"cpu": "1"}}}]);
+        let mut new_init = with_init.clone();
+        new_init["spec"]["initContainers"][1]["resources"]["requests"]["cpu"] = json!("2");
+        assert!(errors(&new_init, &with_init).is_empty());
+        new_init["spec"]["initContainers"][0]["resources"]["requests"]["cpu"] = json!("2");
+        assert_eq!(
+            errors(&new_init, &with_init),
+            ["spec: Forbidden: resources for non-sidecar init containers are immutable"]
+        );
+    }
+
+    #[test]
     fn memory_limit_decrease_needs_restart_policy() {
         let old = pod(&json!({"requests": {"memory": "1Gi"}, "limits": {"memory": "2Gi"}}));
         let new = pod(&json!({"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}));
