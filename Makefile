@@ -11,8 +11,14 @@ all: build
 build:
 	$(CARGO) build -p capstan
 
+## Every release build selects the whole workspace (building only the capstan binary): with
+## `-p capstan` alone Cargo resolves some dependencies' features differently, which gives a
+## second binary whose symbol names capstan/link-order.txt does not match (and a second
+## build of half the tree).
+RELEASE_BUILD = $(CARGO) build --release --workspace --bin capstan
+
 build-release:
-	$(CARGO) build --release -p capstan
+	$(RELEASE_BUILD)
 
 ## run: build (release: a debug build is slow under load) and start `capstan server` (store +
 ## Kubernetes API, scheduler, controllers, 3 simulated nodes) on https://127.0.0.1:$(SECURE_PORT)
@@ -63,43 +69,43 @@ bench: bench-store bench-api bench-scheduler bench-controllers
 
 ## bench-store: capstan store vs Debian's etcd 3.4, same client, same disk.
 bench-store: test-deps
-	$(CARGO) build --release -p capstan
+	$(RELEASE_BUILD)
 	$(CARGO) bench -p e2e --bench store
 
 ## bench-api: capstan server's Kubernetes API (creates, gets, list, watch fan-out, RSS,
 ## start-up) beside kube-apiserver + etcd reference figures.
 bench-api:
-	$(CARGO) build --release -p capstan
+	$(RELEASE_BUILD)
 	$(CARGO) bench -p e2e --bench api
 
 ## bench-scheduler: capstan scheduler (own process) placing 10,000 pods on 5,000 nodes through
 ## the API: pods/s and p99 scheduling latency.
 bench-scheduler:
-	$(CARGO) build --release -p capstan
+	$(RELEASE_BUILD)
 	$(CARGO) bench -p e2e --bench scheduler
 
 ## bench-controllers: a Deployment of 10,000 replicas on 1,000 simulated nodes in one capstan
 ## server: time until every pod is created, bound and Running, and pods/s.
 bench-controllers:
-	$(CARGO) build --release -p capstan
+	$(RELEASE_BUILD)
 	$(CARGO) bench -p e2e --bench controllers
 
 ## bench-pods: the process runtime (2 nodes): pod start latency create → Running (20 one at
 ## a time, 100 at once) and exec round trips (kube-rs WebSocket exec, kubectl exec).
 bench-pods:
-	$(CARGO) build --release -p capstan
+	$(RELEASE_BUILD)
 	$(CARGO) bench -p e2e --bench pods
 
 ## bench-servicelb: LoadBalancer address assignment latency (create → ingress IP), 50
 ## Services one at a time and 50 at once, p50/p99.
 bench-servicelb:
-	$(CARGO) build --release -p capstan
+	$(RELEASE_BUILD)
 	$(CARGO) bench -p e2e --bench servicelb
 
 ## bench-dashboard: the web dashboard in headless Chromium with 5,000 nodes and 20,000 pods:
 ## page load, and time to update (kubectl run → row visible).
 bench-dashboard: test-deps
-	$(CARGO) build --release -p capstan
+	$(RELEASE_BUILD)
 	$(CARGO) bench -p e2e --bench dashboard
 
 ## bench-memory: resident memory of `capstan server` (default flags: controllers, scheduler,
@@ -108,7 +114,7 @@ bench-dashboard: test-deps
 ## (built from KBENCH_SRC), beside the targets; plus the server's own /metrics breakdown.
 KBENCH_SRC ?= ../shared/kbench
 bench-memory:
-	$(CARGO) build --release -p capstan
+	$(RELEASE_BUILD)
 	@test -f $(KBENCH_SRC)/Cargo.toml || { echo "bench-memory: kbench sources not found in $(KBENCH_SRC) (set KBENCH_SRC=...)"; exit 1; }
 	$(CARGO) build --release --manifest-path $(KBENCH_SRC)/Cargo.toml --target-dir target/kbench
 	KBENCH=$(CURDIR)/target/kbench/release/kbench $(CARGO) bench -p e2e --bench memory
@@ -117,7 +123,7 @@ bench-memory:
 ## creates at 1/32/128 connections, GETs, watch fan-out) against a release `capstan server`;
 ## `scripts/kbench-table.sh OTHER_BINARY` compares another build.
 bench-kbench:
-	$(CARGO) build --release -p capstan
+	$(RELEASE_BUILD)
 	@test -f $(KBENCH_SRC)/Cargo.toml || { echo "bench-kbench: kbench sources not found in $(KBENCH_SRC) (set KBENCH_SRC=...)"; exit 1; }
 	$(CARGO) build --release --manifest-path $(KBENCH_SRC)/Cargo.toml --target-dir target/kbench
 	scripts/kbench-table.sh target/release/capstan target/kbench/release/kbench
@@ -125,11 +131,11 @@ bench-kbench:
 ## link-order: re-records capstan/link-order.txt, the functions a starting, idle and lightly
 ## used server runs, which release links lay out first (see capstan/build.rs; needs valgrind).
 link-order:
-	$(CARGO) build --release -p capstan
+	$(RELEASE_BUILD)
 	@test -f $(KBENCH_SRC)/Cargo.toml || { echo "link-order: kbench sources not found in $(KBENCH_SRC) (set KBENCH_SRC=...)"; exit 1; }
 	$(CARGO) build --release --manifest-path $(KBENCH_SRC)/Cargo.toml --target-dir target/kbench
 	scripts/link-order.sh target/release/capstan target/kbench/release/kbench
-	$(CARGO) build --release -p capstan
+	$(RELEASE_BUILD)
 
 clean:
 	$(CARGO) clean
