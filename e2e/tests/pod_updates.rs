@@ -117,6 +117,13 @@ fn kubectl_changes_to_a_pod_are_allowed_or_refused_as_upstream() {
     assert!(err.contains("- \tVolumes:"), "{err}");
     assert!(err.contains(&sa_volume), "{err}");
 
+    // metadata.generation: 1 on create, one more per spec change (v1.33, not feature-gated);
+    // refused updates, labels and annotations leave it.
+    let generation = |s: &ServerProcess| {
+        json(s, &["get", "pod", "web", "-o", "json"])["metadata"]["generation"].as_i64()
+    };
+    assert_eq!(generation(&s), Some(1));
+
     // A replace with the image changed only: accepted.
     let mut image = current.clone();
     image["spec"]["containers"][0]["image"] = json!("nginx:1.28");
@@ -138,6 +145,7 @@ fn kubectl_changes_to_a_pod_are_allowed_or_refused_as_upstream() {
     assert_eq!(image, "nginx:1.29");
     ok(&s, &["label", "pod", "web", "tier=front"]);
     ok(&s, &["annotate", "pod", "web", "note=hello"]);
+    assert_eq!(generation(&s), Some(3));
 
     // Tolerations: additions only.
     let added = json!([{ "op": "add", "path": "/spec/tolerations/-", "value": {

@@ -1453,6 +1453,9 @@ async fn store_update(
         if scope == Scope::Resize {
             pod_resize::prepare_for_update(&mut new, old);
         }
+        if r.group.is_empty() && r.plural == "pods" {
+            object::pod_generation(&mut new, old);
+        }
     }
     if csr::is(r) {
         csr::prepare_for_update(scope, &mut new, old, approval);

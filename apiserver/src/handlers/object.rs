@@ -336,7 +336,7 @@ pub(crate) fn prepare_for_create(r: &ResourceInfo, obj: &mut Map<String, Value>)
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
         m.remove("selfLink");
-        if GENERATION_TRACKED.contains(&r.plural) || crate::crd::serve::is_custom(r) {
+        if GENERATION_TRACKED.contains(&r.plural) || crate::crd::serve::is_custom(r) || is_pods(r) {
             m.insert("generation".into(), json!(1));
         } else {
             m.remove("generation");
@@ -405,6 +405,13 @@ pub(crate) fn prepare_for_update(
                 "generation".into(),
                 json!(if spec_changed { g + 1 } else { g }),
             );
+        } else {
+            // No request changes the generation (upstream's `BeforeUpdate`); pods bump it
+            // after their subresource's rules decided the spec (`pod_generation`).
+            match old_meta.get("generation") {
+                Some(g) => m.insert("generation".into(), g.clone()),
+                None => m.remove("generation"),
+            };
         }
     }
     if has_status_subresource(r) {
@@ -424,6 +431,27 @@ pub(crate) fn prepare_for_update(
             &Value::Object(old.clone()),
         );
         new.insert("status".into(), status);
+    }
+}
+
+/// Whether `r` is core/v1 pods.
+fn is_pods(r: &ResourceInfo) -> bool {
+    r.group.is_empty() && r.plural == "pods"
+}
+
+/// A pod's `metadata.generation` on an update of its spec (the object, `ephemeralcontainers`,
+/// `resize`), once what the write may change is decided: the stored one plus one when the
+/// spec changed, or when the pod was stored without one (v1.33's pod strategies, KEP 5067:
+/// 1 on create, not feature-gated; status writes and bindings keep it).
+pub(crate) fn pod_generation(new: &mut Map<String, Value>, old: &Map<String, Value>) {
+    let g = old
+        .get("metadata")
+        .and_then(|m| m.get("generation"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let bump = g == 0 || new.get("spec") != old.get("spec");
+    if let Some(m) = meta(new) {
+        m.insert("generation".into(), json!(if bump { g + 1 } else { g }));
     }
 }
 
@@ -459,6 +487,30 @@ mod tests {
         assert!(!is_dns_subdomain("Bad_Name"));
         assert!(!is_dns_label("a.b"));
         assert!(!is_dns_label("-x"));
+    }
+
+    #[test]
+    fn pod_generation_follows_spec_changes() {
+        let old = json!({"metadata": {"generation": 3}, "spec": {"containers": [{"image": "a"}]}});
+        let Some(old) = old.as_object() else {
+            panic!("object");
+        };
+        let mut same = old.clone();
+        meta(&mut same).map(|m| m.insert("labels".into(), json!({"x": "y"})));
+        pod_generation(&mut same, old);
+        assert_eq!(same["metadata"]["generation"], 3);
+        let mut changed = old.clone();
+        changed.insert("spec".into(), json!({"containers": [{"image": "b"}]}));
+        pod_generation(&mut changed, old);
+        assert_eq!(changed["metadata"]["generation"], 4);
+        // A pod stored without one gets 1 on its first write.
+        let unset = json!({"metadata": {}, "spec": {}});
+        let Some(unset) = unset.as_object() else {
+            panic!("object");
+        };
+        let mut next = unset.clone();
+        pod_generation(&mut next, unset);
+        assert_eq!(next["metadata"]["generation"], 1);
     }
 
     #[test]
