@@ -21,18 +21,7 @@ pub(super) fn prepare_for_update(new: &mut Map<String, Value>, old: &Map<String,
         .get("spec")
         .and_then(|s| s.get("ephemeralContainers"))
         .cloned();
-    let managed = new
-        .get("metadata")
-        .and_then(|m| m.get("managedFields"))
-        .cloned();
-    *new = old.clone();
-    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-        match managed {
-            Some(f) => m.insert("managedFields".into(), f),
-            None => m.remove("managedFields"),
-        };
-    }
+    *new = super::object::stored_with_managed_fields(new, old);
     if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
         match ephemeral {
             Some(e) if !e.is_null() => spec.insert("ephemeralContainers".into(), e),

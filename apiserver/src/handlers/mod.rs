@@ -418,63 +418,24 @@ async fn serve(ctx: &Arc<Ctx>, req: Request, render: Render) -> Result<Response>
         ("status", "update" | "patch") if csr::is(r) => {
             csr::write(ctx, r, &info, &parts, &body, &query, Scope::Status).await
         }
-        ("ephemeralcontainers", "get") if ephemeral_containers::is(r) => {
-            get(ctx, r, namespace, &info.name, &render).await
-        }
-        ("ephemeralcontainers", "update") if ephemeral_containers::is(r) => {
-            update(
-                ctx,
-                r,
-                namespace,
-                &info.name,
-                &parts.headers,
-                &body,
-                &query,
-                Scope::EphemeralContainers,
-            )
-            .await
-        }
-        ("ephemeralcontainers", "patch") if ephemeral_containers::is(r) => {
-            patch(
-                ctx,
-                r,
-                namespace,
-                &info.name,
-                &parts.headers,
-                &body,
-                &query,
-                Scope::EphemeralContainers,
-            )
-            .await
-        }
-        ("resize", "get") if ephemeral_containers::is(r) => {
-            get(ctx, r, namespace, &info.name, &render).await
-        }
-        ("resize", "update") if ephemeral_containers::is(r) => {
-            update(
-                ctx,
-                r,
-                namespace,
-                &info.name,
-                &parts.headers,
-                &body,
-                &query,
-                Scope::Resize,
-            )
-            .await
-        }
-        ("resize", "patch") if ephemeral_containers::is(r) => {
-            patch(
-                ctx,
-                r,
-                namespace,
-                &info.name,
-                &parts.headers,
-                &body,
-                &query,
-                Scope::Resize,
-            )
-            .await
+        (sub @ ("ephemeralcontainers" | "resize"), verb) if ephemeral_containers::is(r) => {
+            let scope = if sub == "resize" {
+                Scope::Resize
+            } else {
+                Scope::EphemeralContainers
+            };
+            match verb {
+                "get" => get(ctx, r, namespace, &info.name, &render).await,
+                "update" => {
+                    let h = &parts.headers;
+                    update(ctx, r, namespace, &info.name, h, &body, &query, scope).await
+                }
+                "patch" => {
+                    let h = &parts.headers;
+                    patch(ctx, r, namespace, &info.name, h, &body, &query, scope).await
+                }
+                _ => Err(ApiError::MethodNotAllowed),
+            }
         }
         ("status", "get") if has_status(r) => get(ctx, r, namespace, &info.name, &render).await,
         ("status", "update") if has_status(r) => {

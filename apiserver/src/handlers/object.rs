@@ -434,6 +434,27 @@ pub(crate) fn prepare_for_update(
     }
 }
 
+/// Where a write of a subresource that changes only part of a pod starts from: the stored
+/// object, without its resourceVersion, with the managedFields recorded for this write.
+pub(crate) fn stored_with_managed_fields(
+    new: &Map<String, Value>,
+    old: &Map<String, Value>,
+) -> Map<String, Value> {
+    let managed = new
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .cloned();
+    let mut out = old.clone();
+    if let Some(m) = meta(&mut out) {
+        m.remove("resourceVersion");
+        match managed {
+            Some(f) => m.insert("managedFields".into(), f),
+            None => m.remove("managedFields"),
+        };
+    }
+    out
+}
+
 /// Whether `r` is core/v1 pods.
 fn is_pods(r: &ResourceInfo) -> bool {
     r.group.is_empty() && r.plural == "pods"
