@@ -16,7 +16,7 @@ for f in "$BIN" "$K"; do
 done
 BIN=$(realpath "$BIN"); K=$(realpath "$K")
 start() {
-  D=$(mktemp -d); PORT=$((20000 + RANDOM % 20000))
+  D=$(mktemp -d); PORT=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768+), where earlier runs' client ports live
   "$BIN" server --data-dir "$D" --secure-port $PORT > "$D/log" 2>&1 & PID=$!
   KC=$D/admin.kubeconfig
   for _ in $(seq 200); do

@@ -11,7 +11,7 @@ K=$(realpath "${2:-target/kbench/release/kbench}")
 OUT=$(realpath capstan)/link-order.txt
 for f in "$BIN" "$K"; do [ -x "$f" ] || { echo "link-order: $f is missing"; exit 2; }; done
 command -v valgrind >/dev/null || { echo "link-order: needs valgrind (apt-get install valgrind)"; exit 2; }
-W=$(mktemp -d); PORT=$((20000 + RANDOM % 20000))
+W=$(mktemp -d); PORT=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768+), where earlier runs' client ports live
 trap 'kill $VG 2>/dev/null; rm -rf "$W"' EXIT
 export KUBECONFIG=$W/d/admin.kubeconfig
 mkdir "$W/d"
