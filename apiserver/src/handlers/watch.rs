@@ -4,16 +4,19 @@
 //! unset or "0" start with synthetic ADDED events for the current state; "X" streams
 //! changes after X; a compacted X gets an ERROR event with a 410 Status.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::Stream;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::{Ctx, Filter, Query, Render, cached_list, object, stored_fields};
 use crate::error::{ApiError, Result};
@@ -24,6 +27,8 @@ use crate::watch_cache::{CachedEvent, CachedObject, EventKind, event_line};
 
 /// Changes read from history per pull.
 const PULL: usize = 512;
+/// Chunks a watch may have written ahead of what the response body took.
+const OUTBOX: usize = 64;
 /// When no `timeoutSeconds` is given (upstream picks 30–60 min around min-request-timeout).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 
@@ -79,7 +84,7 @@ pub(super) fn watch(
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
         .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
-    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(64);
+    let out = Outbox::default();
     let task = WatchTask {
         ctx: Arc::clone(ctx),
         r,
@@ -90,14 +95,18 @@ pub(super) fn watch(
             String::new()
         },
         filter,
-        tx,
+        out: Arc::clone(&out),
         bookmarks,
         render,
         failed: std::sync::atomic::AtomicBool::new(false),
     };
-    tokio::spawn(async move {
+    let run = async move {
         let _ = tokio::time::timeout(timeout, task.run(start, consistent, send_initial)).await;
-    });
+    };
+    let body = WatchBody {
+        run: Some(Box::pin(run)),
+        out,
+    };
     Response::builder()
         .status(200)
         .header(
@@ -109,7 +118,7 @@ pub(super) fn watch(
             },
         )
         .header(http::header::CACHE_CONTROL, "no-cache, private")
-        .body(Body::from_stream(ReceiverStream::new(rx)))
+        .body(Body::from_stream(body))
         .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
@@ -170,6 +179,70 @@ impl Chunk {
     }
 }
 
+/// What a watch wrote and the response body has not taken yet (at most about [`OUTBOX`]).
+type Outbox = Arc<Mutex<VecDeque<Bytes>>>;
+
+/// The response body of a watch, which runs the watch itself: each poll hands out what the
+/// watch wrote, and only when nothing is left polls the watch for more. The watch cache's
+/// notification thus wakes the task that writes to the connection directly (no task of
+/// its own and no channel between them: one wake-up less per watcher and event, which
+/// is what a fan-out to many watchers pays); a client that leaves drops the watch with it.
+struct WatchBody<F> {
+    run: Option<Pin<Box<F>>>,
+    out: Outbox,
+}
+
+impl<F: Future<Output = ()>> Stream for WatchBody<F> {
+    type Item = std::result::Result<Bytes, Infallible>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            let next = this
+                .out
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop_front();
+            if let Some(chunk) = next {
+                return Poll::Ready(Some(Ok(chunk)));
+            }
+            let Some(run) = this.run.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match run.as_mut().poll(cx) {
+                Poll::Ready(()) => this.run = None,
+                Poll::Pending => {
+                    let empty = this
+                        .out
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .is_empty();
+                    if empty {
+                        return Poll::Pending;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Waits until the body took enough of the outbox. Needs no waker: the body polls the watch
+/// again only once the outbox is empty, and it is polled again after handing out a chunk.
+struct Drained<'a>(&'a Outbox);
+
+impl Future for Drained<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        let len = self.0.lock().unwrap_or_else(PoisonError::into_inner).len();
+        if len < OUTBOX {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
 struct WatchTask {
     ctx: Arc<Ctx>,
     r: &'static ResourceInfo,
@@ -177,7 +250,7 @@ struct WatchTask {
     /// The namespace watched ("" = all).
     namespace: String,
     filter: Filter,
-    tx: mpsc::Sender<Result<Bytes, Infallible>>,
+    out: Outbox,
     bookmarks: bool,
     /// Table-typed event objects when the client negotiated a Table.
     render: Render,
@@ -235,9 +308,18 @@ impl WatchTask {
         self.render.table || self.render.meta.is_some() || registry::convert::is_converted(self.r)
     }
 
+    /// Writes `line` to the response (waiting while the body is [`OUTBOX`] chunks behind);
+    /// false once the watch must end. A client that left drops the watch instead.
     async fn send(&self, line: Bytes) -> bool {
-        self.tx.send(Ok(line)).await.is_ok()
-            && !self.failed.load(std::sync::atomic::Ordering::Relaxed)
+        let full = {
+            let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+            out.push_back(line);
+            out.len() >= OUTBOX
+        };
+        if full {
+            Drained(&self.out).await;
+        }
+        !self.failed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn bookmark(&self, revision: i64, initial_end: bool) -> Map<String, Value> {
@@ -369,7 +451,6 @@ impl WatchTask {
             };
             tokio::select! {
                 changed = cache.changed() => if !changed { return },
-                () = self.tx.closed() => return,
                 _ = revisions.changed(), if !from_cache => {},
                 _ = bookmark_tick.tick(), if self.bookmarks => {
                     let b = self.bookmark(next - 1, false);
