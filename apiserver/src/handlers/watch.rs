@@ -476,23 +476,28 @@ impl WatchTask {
             return Some(e.line());
         }
         let now = self.filter.matches_meta(e.object.meta());
-        if e.kind == EventKind::Deleted {
-            return if now {
-                self.cached_ev("DELETED", &e.object).await
-            } else {
-                None
-            };
+        let kind = if e.kind == EventKind::Deleted {
+            if !now {
+                return None;
+            }
+            EventKind::Deleted
+        } else {
+            let before = e
+                .prev
+                .as_ref()
+                .is_some_and(|p| self.filter.matches_meta(p.meta()));
+            match (before, now) {
+                (false, true) => EventKind::Added,
+                (true, true) => EventKind::Modified,
+                (true, false) => EventKind::Deleted,
+                (false, false) => return None,
+            }
+        };
+        if kind == e.kind && !self.reencodes() {
+            // The same line every watcher without selectors gets: shared, not rebuilt.
+            return Some(e.line());
         }
-        let before = e
-            .prev
-            .as_ref()
-            .is_some_and(|p| self.filter.matches_meta(p.meta()));
-        match (before, now) {
-            (false, true) => self.cached_ev("ADDED", &e.object).await,
-            (true, true) => self.cached_ev("MODIFIED", &e.object).await,
-            (true, false) => self.cached_ev("DELETED", &e.object).await,
-            (false, false) => None,
-        }
+        self.cached_ev(kind.as_str(), &e.object).await
     }
 
     /// Sends one batch of changes read from the store's history; returns the revision to
