@@ -463,6 +463,29 @@ fn push_entry(entries: &mut Vec<Entry>, e: Entry, snapshot_index: u64) -> Result
 mod tests {
     use super::*;
 
+    /// Appends entry `index` (term 1) and syncs it.
+    fn append_durably(wal: &mut Wal, index: u64) {
+        wal.append(&[entry(index, 1)]).unwrap();
+        wal.sync().unwrap();
+    }
+
+    /// The indexes a fresh open of the log in `dir` replays.
+    fn replayed_indexes(dir: &Path, segment_bytes: u64) -> Vec<u64> {
+        let (_, r) = Wal::open(dir, segment_bytes, 0).unwrap();
+        r.entries.iter().map(|e| e.index).collect()
+    }
+
+    /// Writes entries 1–6 to a log of 300-byte segments in `dir`; returns the first
+    /// (closed) segment's path.
+    fn six_entries_in_small_segments(dir: &Path) -> PathBuf {
+        let (mut wal, _) = Wal::open(dir, 300, 0).unwrap();
+        for i in 1..=6 {
+            append_durably(&mut wal, i);
+        }
+        assert!(wal.segments.len() > 1);
+        wal.segments[0].path.clone()
+    }
+
     fn entry(index: u64, term: u64) -> Entry {
         Entry {
             index,
@@ -513,14 +536,9 @@ mod tests {
         let (mut wal, r) = Wal::open(dir.path(), 1 << 20, 0).unwrap();
         assert_eq!(r.entries.len(), 2);
         assert!(r.truncated_bytes > 0);
-        wal.append(&[entry(3, 1)]).unwrap();
-        wal.sync().unwrap();
+        append_durably(&mut wal, 3);
         drop(wal);
-        let (_, r) = Wal::open(dir.path(), 1 << 20, 0).unwrap();
-        assert_eq!(
-            r.entries.iter().map(|e| e.index).collect::<Vec<_>>(),
-            [1, 2, 3]
-        );
+        assert_eq!(replayed_indexes(dir.path(), 1 << 20), [1, 2, 3]);
     }
 
     #[test]
@@ -553,53 +571,34 @@ mod tests {
         assert_eq!((r.entries.len(), r.truncated_bytes), (2, 0));
         assert_eq!(wal.size, end);
         // Appends after a reopen go right after the records, not after the reserved space.
-        wal.append(&[entry(3, 1)]).unwrap();
-        wal.sync().unwrap();
+        append_durably(&mut wal, 3);
         assert_eq!(fs::metadata(&path).unwrap().len(), len);
         drop(wal);
-        let (_, r) = Wal::open(dir.path(), 1 << 30, 0).unwrap();
-        assert_eq!(
-            r.entries.iter().map(|e| e.index).collect::<Vec<_>>(),
-            [1, 2, 3]
-        );
+        assert_eq!(replayed_indexes(dir.path(), 1 << 30), [1, 2, 3]);
     }
 
     #[test]
     fn a_closed_segment_keeps_its_records_and_an_untrimmed_one_still_replays() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut wal, _) = Wal::open(dir.path(), 300, 0).unwrap();
-        for i in 1..=6 {
-            wal.append(&[entry(i, 1)]).unwrap();
-            wal.sync().unwrap();
-        }
-        assert!(wal.segments.len() > 1);
-        let first = wal.segments[0].path.clone();
-        drop(wal);
+        let first = six_entries_in_small_segments(dir.path());
         let trimmed = fs::metadata(&first).unwrap().len();
         assert!(trimmed < 300 + 64, "closed segment is {trimmed} bytes");
         // A crash before the trim reached the disk leaves reserved zeros behind.
         let f = OpenOptions::new().write(true).open(&first).unwrap();
         f.set_len(trimmed + PREALLOC_STEP).unwrap();
         drop(f);
-        let (_, r) = Wal::open(dir.path(), 300, 0).unwrap();
         assert_eq!(
-            r.entries.iter().map(|e| e.index).collect::<Vec<_>>(),
+            replayed_indexes(dir.path(), 300),
             (1..=6).collect::<Vec<_>>()
         );
+        let (_, r) = Wal::open(dir.path(), 300, 0).unwrap();
         assert_eq!(r.truncated_bytes, 0);
     }
 
     #[test]
     fn damage_in_an_older_segment_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut wal, _) = Wal::open(dir.path(), 300, 0).unwrap();
-        for i in 1..=6 {
-            wal.append(&[entry(i, 1)]).unwrap();
-            wal.sync().unwrap();
-        }
-        assert!(wal.segments.len() > 1);
-        let first = wal.segments[0].path.clone();
-        drop(wal);
+        let first = six_entries_in_small_segments(dir.path());
         let mut data = fs::read(&first).unwrap();
         let n = data.len();
         data[n - 2] ^= 0xff;
