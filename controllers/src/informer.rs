@@ -73,6 +73,7 @@ watched_as_is!(
     k8s_openapi::api::discovery::v1::EndpointSlice,
     k8s_openapi::api::policy::v1::PodDisruptionBudget,
     k8s_openapi::api::rbac::v1::ClusterRole,
+    k8s_openapi::api::storage::v1::StorageClass,
 );
 
 impl Watched for k8s_openapi::api::core::v1::Pod {

@@ -24,6 +24,7 @@ mod metrics;
 mod namespace;
 mod node_lifecycle;
 mod pod_gc;
+mod pv_binder;
 mod pv_protection;
 mod pvc_protection;
 mod queue;
@@ -266,6 +267,11 @@ const CONTROLLERS: &[ControllerSpec] = &[
         start: pvc_protection::start,
     },
     ControllerSpec {
+        name: "persistentvolume-binder",
+        default_on: true,
+        start: pv_binder::start,
+    },
+    ControllerSpec {
         name: "persistentvolume-protection",
         default_on: true,
         start: pv_protection::start,
@@ -369,7 +375,12 @@ async fn run_controllers(
         let name = spec.name;
         let start = spec.start;
         tasks.spawn(async move {
-            let component = credentials::service_account(name);
+            // Events are reported as the service account, except where upstream's
+            // recorder names another component.
+            let component = match name {
+                "persistentvolume-binder" => "persistentvolume-controller".to_owned(),
+                _ => credentials::service_account(name),
+            };
             loop {
                 let client = tokio::select! {
                     () = token.cancelled() => return,

@@ -3,7 +3,9 @@
 //! pod uses the claim, and waits while a scheduled pod does, completing once the pod is gone
 //! (the `persistentvolumeclaim-protection` controller). Volumes likewise carry
 //! `kubernetes.io/pv-protection` and are removed once they are not `Bound` (the
-//! `persistentvolume-protection` controller).
+//! `persistentvolume-protection` controller). The `persistentvolume-binder` controller binds
+//! claims to volumes, asks external provisioners for volumes, and releases and reclaims
+//! volumes whose claims are gone, with upstream's phases, annotations and events.
 
 use std::time::{Duration, Instant};
 
@@ -143,22 +145,13 @@ fn wait_volume_gone(s: &ServerProcess, name: &str, limit: Duration) {
     }
 }
 
-/// Sets a volume's `status.phase` through the status subresource (what the PV controller
-/// writes).
-fn set_phase(s: &ServerProcess, name: &str, phase: &str) {
-    let patch = format!(r#"{{"status":{{"phase":"{phase}"}}}}"#);
-    let (ok, _, err) = s
-        .kubectl(&[
-            "patch",
-            "pv",
-            name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &patch,
-        ])
-        .expect("kubectl runs");
-    assert!(ok, "kubectl patch pv {name} status: {err}");
+/// Polls `done` until it holds, failing after `limit`.
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]
@@ -178,9 +171,13 @@ fn volumes_are_protected_while_bound() {
     assert!(ok, "kubectl delete pv free: {err}");
     wait_volume_gone(&s, "free", Duration::from_secs(5));
 
-    // A bound volume stays (terminating) until it is released.
+    // A bound volume stays (terminating) until it is released: bound to a claim by the
+    // `persistentvolume-binder` controller, released when the claim is deleted.
     create(&s, dir.path(), "bound.yaml", &volume("bound"));
-    set_phase(&s, "bound", "Bound");
+    create(&s, dir.path(), "holder.yaml", &claim("holder"));
+    wait_until("the volume bound", Duration::from_secs(20), || {
+        get_volume(&s, "bound", "{.status.phase}").as_deref() == Some("Bound")
+    });
     let (ok, _, err) = s
         .kubectl(&["delete", "pv", "bound", "--wait=false"])
         .expect("kubectl runs");
@@ -196,6 +193,234 @@ fn volumes_are_protected_while_bound() {
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    set_phase(&s, "bound", "Released");
+    let (ok, _, err) = s
+        .kubectl(&["delete", "pvc", "holder"])
+        .expect("kubectl runs");
+    assert!(ok, "kubectl delete pvc holder: {err}");
     wait_volume_gone(&s, "bound", Duration::from_secs(20));
+}
+
+/// A volume of `size`, access mode ReadWriteOnce, class `class` ("" for none), reclaim policy
+/// `reclaim`, with `extra` YAML appended to its spec.
+fn volume_of(name: &str, size: &str, class: &str, reclaim: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {name}\nspec:\n  \
+         capacity:\n    storage: {size}\n  accessModes: [ReadWriteOnce]\n  \
+         storageClassName: \"{class}\"\n  persistentVolumeReclaimPolicy: {reclaim}\n  \
+         hostPath:\n    path: /tmp/{name}\n{extra}"
+    )
+}
+
+/// A ReadWriteOnce claim of `size` and `class` (None: no `storageClassName`).
+fn claim_of(name: &str, size: &str, class: Option<&str>) -> String {
+    let class = class.map_or(String::new(), |c| format!("  storageClassName: \"{c}\"\n"));
+    format!(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: {name}\nspec:\n  \
+         accessModes: [ReadWriteOnce]\n{class}  resources:\n    requests:\n      \
+         storage: {size}\n"
+    )
+}
+
+fn kubectl_ok(s: &ServerProcess, args: &[&str]) -> String {
+    let (ok, out, err) = s.kubectl(args).expect("kubectl runs");
+    assert!(ok, "kubectl {args:?}: {err}");
+    out
+}
+
+#[test]
+fn claims_bind_to_volumes_and_volumes_are_reclaimed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_raw(&dir.path().join("data"), ARGS).expect("server starts");
+    let phase = |name: &str| get_volume(&s, name, "{.status.phase}").unwrap_or_default();
+    let claim_phase = |name: &str| get_claim(&s, name, "{.status.phase}").unwrap_or_default();
+
+    // Static binding: the smallest volume of the claim's class that fits.
+    create(
+        &s,
+        dir.path(),
+        "small.yaml",
+        &volume_of("small", "1Gi", "", "Retain", ""),
+    );
+    create(
+        &s,
+        dir.path(),
+        "big.yaml",
+        &volume_of("big", "5Gi", "", "Delete", ""),
+    );
+    create(
+        &s,
+        dir.path(),
+        "fast.yaml",
+        &volume_of("fast-1", "1Gi", "fast", "Retain", ""),
+    );
+    wait_until("volumes available", Duration::from_secs(20), || {
+        ["small", "big", "fast-1"]
+            .iter()
+            .all(|v| phase(v) == "Available")
+    });
+    assert!(
+        !get_volume(&s, "small", "{.status.lastPhaseTransitionTime}")
+            .unwrap_or_default()
+            .is_empty(),
+        "a phase change is stamped"
+    );
+    create(
+        &s,
+        dir.path(),
+        "data.yaml",
+        &claim_of("data", "500Mi", None),
+    );
+    wait_until("claim data bound", Duration::from_secs(20), || {
+        claim_phase("data") == "Bound" && phase("small") == "Bound"
+    });
+    let out = kubectl_ok(&s, &["get", "pvc", "data", "--no-headers"]);
+    let cols: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(
+        &cols[..5],
+        ["data", "Bound", "small", "1Gi", "RWO"],
+        "{out}"
+    );
+    let out = kubectl_ok(&s, &["get", "pv", "small", "--no-headers"]);
+    assert!(
+        out.contains("Retain") && out.contains("Bound") && out.contains("default/data"),
+        "{out}"
+    );
+    assert_eq!(
+        get_claim(
+            &s,
+            "data",
+            r#"{.metadata.annotations.pv\.kubernetes\.io/bind-completed} {.metadata.annotations.pv\.kubernetes\.io/bound-by-controller}"#
+        )
+        .as_deref(),
+        Some("yes yes")
+    );
+    assert_eq!(
+        get_volume(
+            &s,
+            "small",
+            "{.spec.claimRef.kind} {.spec.claimRef.namespace}/{.spec.claimRef.name}"
+        )
+        .as_deref(),
+        Some("PersistentVolumeClaim default/data")
+    );
+
+    // No volume fits and no class: Pending, with upstream's event.
+    create(
+        &s,
+        dir.path(),
+        "huge.yaml",
+        &claim_of("huge", "100Gi", Some("")),
+    );
+    wait_until("the FailedBinding event", Duration::from_secs(20), || {
+        kubectl_ok(&s, &["describe", "pvc", "huge"])
+            .contains("no persistent volumes available for this claim and no storage class is set")
+    });
+    assert_eq!(claim_phase("huge"), "Pending");
+
+    // A class with an external provisioner: the claim is handed to it; the volume it makes,
+    // pre-bound to the claim, is bound.
+    create(
+        &s,
+        dir.path(),
+        "class.yaml",
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: ext\n\
+         provisioner: example.com/ext\nreclaimPolicy: Delete\n",
+    );
+    create(
+        &s,
+        dir.path(),
+        "ext.yaml",
+        &claim_of("ext", "1Gi", Some("ext")),
+    );
+    wait_until(
+        "the provisioner annotation",
+        Duration::from_secs(20),
+        || {
+            get_claim(
+                &s,
+                "ext",
+                r#"{.metadata.annotations.volume\.kubernetes\.io/storage-provisioner}"#,
+            )
+            .as_deref()
+                == Some("example.com/ext")
+        },
+    );
+    wait_until(
+        "the ExternalProvisioning event",
+        Duration::from_secs(20),
+        || {
+            kubectl_ok(&s, &["describe", "pvc", "ext"]).contains(
+            "Waiting for a volume to be created either by the external provisioner 'example.com/ext'",
+        )
+        },
+    );
+    let uid = get_claim(&s, "ext", "{.metadata.uid}").unwrap_or_default();
+    let provisioned = format!(
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: pvc-{uid}\n  annotations:\n    \
+         pv.kubernetes.io/provisioned-by: example.com/ext\nspec:\n  capacity:\n    storage: 1Gi\n  \
+         accessModes: [ReadWriteOnce]\n  storageClassName: ext\n  \
+         persistentVolumeReclaimPolicy: Delete\n  claimRef:\n    namespace: default\n    \
+         name: ext\n    uid: {uid}\n  csi:\n    driver: example.com/ext\n    volumeHandle: h1\n"
+    );
+    create(&s, dir.path(), "provisioned.yaml", &provisioned);
+    let pv_name = format!("pvc-{uid}");
+    wait_until("claim ext bound", Duration::from_secs(20), || {
+        claim_phase("ext") == "Bound" && phase(&pv_name) == "Bound"
+    });
+    assert_eq!(
+        get_claim(&s, "ext", "{.spec.volumeName}"),
+        Some(pv_name.clone())
+    );
+
+    // Claims deleted: Retain keeps the volume Released; Delete of a provisioned volume is
+    // left to its provisioner (Released); Delete of a static volume finds no plugin (Failed).
+    create(
+        &s,
+        dir.path(),
+        "big-claim.yaml",
+        &claim_of("big-claim", "3Gi", None),
+    );
+    wait_until("claim big-claim bound", Duration::from_secs(20), || {
+        claim_phase("big-claim") == "Bound" && phase("big") == "Bound"
+    });
+    kubectl_ok(&s, &["delete", "pvc", "data", "ext", "big-claim"]);
+    wait_until("volumes reclaimed", Duration::from_secs(20), || {
+        phase("small") == "Released" && phase(&pv_name) == "Released" && phase("big") == "Failed"
+    });
+    assert_eq!(
+        get_volume(&s, "big", "{.status.message}").as_deref(),
+        Some(
+            r#"error getting deleter volume plugin for volume "big": no deletable volume plugin matched"#
+        )
+    );
+    // A released volume is not bound again (its claimRef stays until an administrator
+    // clears it).
+    create(
+        &s,
+        dir.path(),
+        "again.yaml",
+        &claim_of("again", "1Gi", None),
+    );
+    wait_until(
+        "the FailedBinding event for again",
+        Duration::from_secs(20),
+        || kubectl_ok(&s, &["describe", "pvc", "again"]).contains("FailedBinding"),
+    );
+    assert_eq!(phase("small"), "Released");
+    // Clearing it makes it Available, and the waiting claim binds.
+    kubectl_ok(
+        &s,
+        &[
+            "patch",
+            "pv",
+            "small",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/spec/claimRef"}]"#,
+        ],
+    );
+    wait_until("claim again bound", Duration::from_secs(20), || {
+        claim_phase("again") == "Bound"
+            && get_claim(&s, "again", "{.spec.volumeName}").as_deref() == Some("small")
+    });
 }

@@ -1392,6 +1392,9 @@ async fn store_update(
         if r.group.is_empty() && r.plural == "pods" {
             crate::validation::prepare_pod_status(&mut new, old);
         }
+        if r.group.is_empty() && r.plural == "persistentvolumes" {
+            strategy::pv_status_transition(&mut new, old);
+        }
         if let Some(m) = object::meta(&mut new) {
             m.remove("resourceVersion");
             match managed {

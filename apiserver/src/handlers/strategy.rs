@@ -1,6 +1,7 @@
 //! Per-kind hooks of upstream's registry strategies that the generic path does not cover:
 //! on create (`PrepareForCreate` after uid and name are known), the generated selector and
-//! pod template labels of a batch/v1 Job and a CSR's requester (`csr`); on delete, the
+//! pod template labels of a batch/v1 Job, a CSR's requester (`csr`) and a PersistentVolume's
+//! first phase; on status writes, a PersistentVolume's phase transition time; on delete, the
 //! objects a kind's REST refuses to delete (the system PriorityClasses).
 
 use serde_json::{Map, Value, json};
@@ -20,10 +21,39 @@ pub(super) fn prepare_for_create(r: &ResourceInfo, obj: &mut Map<String, Value>)
     if super::csr::is(r) {
         super::csr::prepare_for_create(obj);
     }
+    // A new PersistentVolume starts Pending, stamped with the time it entered the phase
+    // (the PV strategy with `PersistentVolumeLastPhaseTransitionTime`, GA since 1.31).
+    if r.group.is_empty() && r.plural == "persistentvolumes" {
+        obj.insert(
+            "status".into(),
+            json!({"phase": "Pending", "lastPhaseTransitionTime": object::now()}),
+        );
+    }
     // A new CRD's status: only `storedVersions`, the storage version (the CRD strategy).
     if crate::crd::serve::is_crd(r) {
         let status = crate::crd::naming::status_on_create(&Value::Object(obj.clone()));
         obj.insert("status".into(), status);
+    }
+}
+
+/// The PV status strategy's `lastPhaseTransitionTime`: kept while the phase stays (unless
+/// the writer sets one), stamped now when the phase changes and the writer did not set a
+/// time of its own.
+pub(super) fn pv_status_transition(new: &mut Map<String, Value>, old: &Map<String, Value>) {
+    const FIELD: &str = "lastPhaseTransitionTime";
+    let old_status = old.get("status");
+    let old_phase = old_status.and_then(|s| s.get("phase")).cloned();
+    let old_time = old_status.and_then(|s| s.get(FIELD)).cloned();
+    let Some(status) = new.get_mut("status").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let time = status.get(FIELD).filter(|t| !t.is_null()).cloned();
+    if status.get("phase").cloned() == old_phase {
+        if let (None, Some(kept)) = (time, old_time) {
+            status.insert(FIELD.into(), kept);
+        }
+    } else if time.is_none() || time == old_time {
+        status.insert(FIELD.into(), json!(object::now()));
     }
 }
 
