@@ -427,6 +427,78 @@ fn pod_status_writes_are_validated_as_upstream() {
     let meta = json(&s, &["get", "pod", "st", "-o", "json"]);
     assert_eq!(meta["metadata"]["labels"]["via"], "status", "{meta}");
     assert_eq!(meta["metadata"]["annotations"]["note"], "kept", "{meta}");
+    // So do its finalizers; a pod deleted at once (grace 0) whose last finalizer a status
+    // write removes is gone.
+    let fin = dir.path().join("fin.yaml");
+    std::fs::write(
+        &fin,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: fin\nspec:\n  schedulingGates:\n  - name: example.com/hold\n  containers:\n  - name: app\n    image: nginx:1.27\n",
+    )
+    .expect("write manifest");
+    ok(&s, &["create", "-f", &fin.to_string_lossy()]);
+    let add = r#"{"metadata":{"finalizers":["example.com/keep"]}}"#;
+    ok(
+        &s,
+        &[
+            "patch",
+            "pod",
+            "fin",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            add,
+        ],
+    );
+    assert_eq!(
+        ok(
+            &s,
+            &["get", "pod", "fin", "-o", "jsonpath={.metadata.finalizers}"]
+        ),
+        r#"["example.com/keep"]"#
+    );
+    ok(
+        &s,
+        &[
+            "delete",
+            "pod",
+            "fin",
+            "--grace-period=0",
+            "--force",
+            "--wait=false",
+        ],
+    );
+    assert!(
+        !ok(
+            &s,
+            &[
+                "get",
+                "pod",
+                "fin",
+                "-o",
+                "jsonpath={.metadata.deletionTimestamp}"
+            ]
+        )
+        .is_empty(),
+        "the finalizer holds the pod"
+    );
+    let clear = r#"[{"op":"remove","path":"/metadata/finalizers"}]"#;
+    ok(
+        &s,
+        &[
+            "patch",
+            "pod",
+            "fin",
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            clear,
+        ],
+    );
+    let (code, _, err) = kubectl_code(&s, &dir.path().join("cache"), &["get", "pod", "fin"]);
+    assert_eq!(
+        code, 1,
+        "the pod is gone once its last finalizer is removed: {err}"
+    );
 
     // With restartPolicy Never, a terminated container may not run again.
     let (code, body) = put_status(json!({

@@ -1367,14 +1367,16 @@ async fn store_update(
         // managedFields as recorded for this status write (`apply::record`).
         let managed = object::meta(&mut new).and_then(|m| m.remove("managedFields"));
         // Upstream's pod status strategy resets only the spec, `deletionTimestamp` and
-        // `ownerReferences`: the request's labels and annotations stand. Other kinds keep the
-        // stored metadata (most of upstream's status strategies reset it).
+        // `ownerReferences`: the request's labels, annotations and finalizers stand (a
+        // terminating pod whose last finalizer goes is then deleted, below). Other kinds keep
+        // the stored metadata (most of upstream's status strategies reset it).
+        const POD_STATUS_META: [&str; 3] = ["labels", "annotations", "finalizers"];
         let pod_meta = (r.group.is_empty() && r.plural == "pods")
-            .then(|| object::meta(&mut new).map(|m| (m.remove("labels"), m.remove("annotations"))))
+            .then(|| object::meta(&mut new).map(|m| POD_STATUS_META.map(|field| m.remove(field))))
             .flatten();
         new = old.clone();
-        if let (Some((labels, annotations)), Some(m)) = (pod_meta, object::meta(&mut new)) {
-            for (field, value) in [("labels", labels), ("annotations", annotations)] {
+        if let (Some(values), Some(m)) = (pod_meta, object::meta(&mut new)) {
+            for (field, value) in POD_STATUS_META.into_iter().zip(values) {
                 match value {
                     Some(v) => m.insert(field.into(), v),
                     None => m.remove(field),
@@ -1483,9 +1485,10 @@ async fn store_update(
         }
         return Ok(Written::object(new));
     }
-    // An object being deleted whose last finalizer is removed goes away now.
+    // An object being deleted whose last finalizer is removed goes away now (a status write
+    // changes finalizers of pods only).
     let key = registry::key(r, namespace, name);
-    if scope != Scope::Status && delete::delete_during_update(r, &new, old) {
+    if delete::delete_during_update(r, &new, old) {
         let rev = ctx
             .storage
             .delete(&key, expected)
