@@ -589,6 +589,7 @@ impl Chain {
             dry_run,
             user: &req.user,
             options_kind: None,
+            object_json: None,
         };
         webhook::mutate(&self.storage, &hooks, &call, obj, old.or(stored.as_ref())).await
     }
@@ -603,6 +604,30 @@ impl Chain {
         name: &str,
         dry_run: bool,
         obj: Option<&Map<String, Value>>,
+        old: Option<&Map<String, Value>>,
+    ) -> Result<()> {
+        self.validate_webhooks_encoded(operation, r, namespace, name, dry_run, obj, None, old)
+            .await
+    }
+
+    /// Whether any validating webhook is configured: a create then encodes its object once,
+    /// for the reviews and the store ([`Chain::validate_webhooks_encoded`]).
+    pub fn has_validating_webhooks(&self) -> bool {
+        !self.webhooks.validating(&self.storage).is_empty()
+    }
+
+    /// [`Chain::validate_webhooks`] with `obj` already encoded as `obj_json` (its stored
+    /// JSON), which the reviews carry as they are.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn validate_webhooks_encoded(
+        &self,
+        operation: Operation,
+        r: &crate::registry::catalog::ResourceInfo,
+        namespace: &str,
+        name: &str,
+        dry_run: bool,
+        obj: Option<&Map<String, Value>>,
+        obj_json: Option<&[u8]>,
         old: Option<&Map<String, Value>>,
     ) -> Result<()> {
         let hooks = self.webhooks.validating(&self.storage);
@@ -623,6 +648,7 @@ impl Chain {
             dry_run,
             user: &req.user,
             options_kind: None,
+            object_json: obj_json,
         };
         webhook::validate(&self.storage, &hooks, &call, obj, old.or(stored.as_ref())).await
     }
@@ -654,6 +680,7 @@ impl Chain {
             dry_run: false,
             user: &req.user,
             options_kind: Some(options_kind),
+            object_json: None,
         };
         options.insert("kind".into(), Value::from(options_kind));
         options.insert("apiVersion".into(), Value::from("v1"));

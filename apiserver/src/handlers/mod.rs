@@ -1118,14 +1118,23 @@ async fn create(
         Some(&obj),
         None,
     )?;
+    // With validating webhooks configured, the object is encoded once: their reviews carry
+    // its stored JSON (in Go's field order, as upstream's do) and the store writes the same
+    // bytes.
+    let mut encoded = if ctx.admission.has_validating_webhooks() {
+        stored_json(r, &obj)
+    } else {
+        None
+    };
     ctx.admission
-        .validate_webhooks(
+        .validate_webhooks_encoded(
             crate::admission::Operation::Create,
             r,
             namespace,
             "",
             dry_run(q),
             Some(&obj),
+            encoded.as_deref(),
             None,
         )
         .await?;
@@ -1164,7 +1173,9 @@ async fn create(
     let mut attempts = 1;
     let (rev, stored) = loop {
         let name = object::meta_str(&obj, "name").to_owned();
-        let exists = match store_new(ctx, r, namespace, &name, &mut obj).await {
+        // A generated name tried again changes the object: encoded anew.
+        let bytes = encoded.take();
+        let exists = match store_new(ctx, r, namespace, &name, &mut obj, bytes).await {
             Ok(done) => break done,
             Err(ApiError::AlreadyExists { resource, name }) => {
                 ApiError::AlreadyExists { resource, name }
@@ -1218,6 +1229,7 @@ async fn store_new(
     namespace: &str,
     name: &str,
     obj: &mut Map<String, Value>,
+    encoded: Option<Vec<u8>>,
 ) -> Result<(i64, Option<Vec<u8>>)> {
     let key = registry::key(r, namespace, name);
     let exists = || ApiError::AlreadyExists {
@@ -1239,7 +1251,10 @@ async fn store_new(
     } else {
         Vec::new()
     };
-    let (bytes, answer) = encode_for_storage(ctx, r, obj).await?;
+    let (bytes, answer) = match encoded {
+        Some(bytes) => served_copy(bytes, obj),
+        None => encode_for_storage(ctx, r, obj).await?,
+    };
     let created = ctx.storage.create(&key, bytes).await;
     if created.is_err() {
         service::release(ctx, &taken).await;
@@ -1265,18 +1280,37 @@ async fn encode_for_storage(
         return Ok((object::encode(&stored)?, None));
     }
     let stored = registry::convert::storage_form(r, obj);
-    let bytes = object::encode(&stored)?;
-    let served = matches!(stored, std::borrow::Cow::Borrowed(_))
-        && obj
-            .get("metadata")
-            .and_then(|m| m.get("resourceVersion"))
-            .is_none();
+    if matches!(stored, std::borrow::Cow::Borrowed(_)) {
+        return Ok(served_copy(object::encode(obj)?, obj));
+    }
+    Ok((object::encode(&stored)?, None))
+}
+
+/// `bytes` (the stored JSON of `obj`, which is also its served form) and, unless `obj`
+/// has a resourceVersion of its own, a copy for the answer with room for the revision.
+fn served_copy(bytes: Vec<u8>, obj: &Map<String, Value>) -> (Vec<u8>, Option<Vec<u8>>) {
+    let served = obj
+        .get("metadata")
+        .and_then(|m| m.get("resourceVersion"))
+        .is_none();
     let answer = served.then(|| {
         let mut copy = Vec::with_capacity(bytes.len() + 48);
         copy.extend_from_slice(&bytes);
         copy
     });
-    Ok((bytes, answer))
+    (bytes, answer)
+}
+
+/// The stored JSON of `obj` when its stored form is the object itself (no conversion, and
+/// not a Service, whose create allocates addresses when it is stored); None otherwise.
+fn stored_json(r: &ResourceInfo, obj: &Map<String, Value>) -> Option<Vec<u8>> {
+    if is_service(r) || registry::convert::needs_webhook(r) {
+        return None;
+    }
+    match registry::convert::storage_form(r, obj) {
+        std::borrow::Cow::Borrowed(_) => object::encode(obj).ok(),
+        std::borrow::Cow::Owned(_) => None,
+    }
 }
 
 /// Which part of an object a PUT or PATCH may change.

@@ -59,6 +59,10 @@ pub struct Call<'a> {
     /// The object's kind when it is not the resource's (a CONNECT's options:
     /// `PodExecOptions`, …; always core v1).
     pub options_kind: Option<&'a str>,
+    /// The object already encoded as JSON (a create's stored bytes, in Go's field order as
+    /// upstream's review carries it): validating reviews embed these bytes instead of
+    /// encoding the object once per webhook.
+    pub object_json: Option<&'a [u8]>,
 }
 
 /// Why calling a webhook failed (upstream's `ErrCallingWebhook` versus the rest).
@@ -179,7 +183,7 @@ fn namespace_labels(
 }
 
 /// A group, version and kind (`kind`, `requestKind`).
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, Clone, Copy)]
 struct Gvk<'a> {
     group: &'a str,
     version: &'a str,
@@ -187,7 +191,7 @@ struct Gvk<'a> {
 }
 
 /// A group, version and resource (`resource`, `requestResource`).
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, Clone, Copy)]
 struct Gvr<'a> {
     group: &'a str,
     version: &'a str,
@@ -195,7 +199,7 @@ struct Gvr<'a> {
 }
 
 /// `request.userInfo`.
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, Clone, Copy)]
 struct UserOut<'a> {
     username: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
@@ -206,7 +210,7 @@ struct UserOut<'a> {
 }
 
 /// `request.options` (`CreateOptions`, `UpdateOptions`, `DeleteOptions`).
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, Clone, Copy)]
 struct OptionsOut {
     #[serde(rename = "apiVersion")]
     api_version: &'static str,
@@ -216,7 +220,7 @@ struct OptionsOut {
 }
 
 /// `AdmissionReview.request`, borrowing the objects (serialised once, never copied).
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, Clone, Copy)]
 #[serde(rename_all = "camelCase")]
 struct RequestOut<'a> {
     uid: &'a str,
@@ -240,7 +244,7 @@ struct RequestOut<'a> {
 }
 
 /// An `AdmissionReview` to send.
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, Clone, Copy)]
 struct ReviewOut<'a> {
     kind: &'static str,
     #[serde(rename = "apiVersion")]
@@ -552,7 +556,7 @@ async fn call_hook(
             old_object: None,
             ..review_out("v1", &uid, call, None, None).request
         };
-        let request = serde_json::to_value(&request).map_err(|e| failed(e.to_string()))?;
+        let request = serde_json::to_value(request).map_err(|e| failed(e.to_string()))?;
         if !conditions_match(hook, &request, obj, old).map_err(failed)? {
             return Ok(None);
         }
@@ -568,7 +572,12 @@ async fn call_hook(
             "webhook does not accept known AdmissionReview versions".into(),
         ));
     };
-    let body = review_body(&review).map_err(|e| failed(e.to_string()))?;
+    let encoded = call.object_json.filter(|_| !mutating && obj.is_some());
+    let body = match encoded {
+        Some(json) => review_body_with(&review, json),
+        None => review_body(&review),
+    }
+    .map_err(|e| failed(e.to_string()))?;
     let resolved;
     let target = match &hook.url_target {
         Some(Ok(target)) => target,
@@ -595,6 +604,32 @@ fn review_body(review: &ReviewOut<'_>) -> serde_json::Result<Vec<u8>> {
     let mut body = Vec::with_capacity(LAST.load(Ordering::Relaxed).clamp(1024, 1 << 20) + 512);
     serde_json::to_writer(&mut body, review)?;
     LAST.store(body.len(), Ordering::Relaxed);
+    Ok(body)
+}
+
+/// `review` as JSON with `object` written as `json` (already-encoded JSON of the same
+/// object): the review is written without it, then the bytes go where its `null` is.
+fn review_body_with(review: &ReviewOut<'_>, json: &[u8]) -> serde_json::Result<Vec<u8>> {
+    const AT: &[u8] = b"\"object\":null,\"oldObject\":";
+    let bare = ReviewOut {
+        request: RequestOut {
+            object: None,
+            ..review.request
+        },
+        ..*review
+    };
+    let mut head = Vec::with_capacity(1024);
+    serde_json::to_writer(&mut head, &bare)?;
+    // The last occurrence is the request's own field: strings cannot hold it unescaped,
+    // and only `oldObject`, `dryRun` and `options` follow it.
+    let Some(at) = head.windows(AT.len()).rposition(|w| w == AT) else {
+        return review_body(review);
+    };
+    let null = at + b"\"object\":".len();
+    let mut body = Vec::with_capacity(head.len() + json.len());
+    body.extend_from_slice(&head[..null]);
+    body.extend_from_slice(json);
+    body.extend_from_slice(&head[null + b"null".len()..]);
     Ok(body)
 }
 
@@ -857,6 +892,7 @@ mod tests {
             dry_run: true,
             user,
             options_kind: None,
+            object_json: None,
         }
     }
 
@@ -884,6 +920,30 @@ mod tests {
         assert_eq!(r["request"]["namespace"], "default");
         let beta = review("v1beta1", "u", &call(&user), None, None);
         assert_eq!(beta["apiVersion"], "admission.k8s.io/v1beta1");
+    }
+
+    #[test]
+    fn reviews_embed_an_encoded_object_as_it_is() {
+        let mut user = crate::pipeline::UserInfo::anonymous();
+        // A user whose name spells the field the bytes go into changes nothing.
+        user.name = r#""object":null,"oldObject":"#.into();
+        let obj =
+            json!({ "metadata": { "name": "p", "uid": "x" }, "apiVersion": "v1", "kind": "Pod" });
+        let encoded = crate::codec::go_json::object_to_vec(obj.as_object().unwrap());
+        let c = call(&user);
+        let review = review_out("v1", "u", &c, obj.as_object(), None);
+        let with = review_body_with(&review, &encoded).unwrap();
+        let plain = review_body(&review).unwrap();
+        let parsed = |b: &[u8]| serde_json::from_slice::<Value>(b).unwrap();
+        let mut expected = parsed(&plain);
+        expected["request"]["object"] = parsed(&encoded);
+        assert_eq!(parsed(&with), expected);
+        // The object's bytes are the encoded ones (Go's field order: apiVersion first).
+        let text = String::from_utf8(with).unwrap();
+        assert!(
+            text.contains(r#""object":{"kind":"Pod","apiVersion":"v1","metadata""#),
+            "{text}"
+        );
     }
 
     #[test]
