@@ -986,34 +986,19 @@ mod tests {
             volume("many", "1Gi", &["ReadWriteOnce", "ReadOnlyMany"], ""),
             volume("classy", "1Gi", &["ReadWriteOnce"], "fast"),
         ];
-        assert_eq!(
-            best(&claim("500Mi", &["ReadWriteOnce"], None), &volumes),
-            Some("small")
-        );
-        assert_eq!(
-            best(&claim("1Gi", &["ReadWriteOnce"], Some("")), &volumes),
-            Some("small")
-        );
-        assert_eq!(
-            best(&claim("2Gi", &["ReadWriteOnce"], None), &volumes),
-            Some("big")
-        );
-        assert_eq!(
-            best(&claim("20Gi", &["ReadWriteOnce"], None), &volumes),
-            None
-        );
-        assert_eq!(
-            best(&claim("1Gi", &["ReadOnlyMany"], None), &volumes),
-            Some("many")
-        );
-        assert_eq!(
-            best(&claim("1Gi", &["ReadWriteOnce"], Some("fast")), &volumes),
-            Some("classy")
-        );
-        assert_eq!(
-            best(&claim("1Gi", &["ReadWriteMany"], None), &volumes),
-            None
-        );
+        let cases: [(&str, &str, Option<&str>, Option<&str>); 7] = [
+            ("500Mi", "ReadWriteOnce", None, Some("small")),
+            ("1Gi", "ReadWriteOnce", Some(""), Some("small")),
+            ("2Gi", "ReadWriteOnce", None, Some("big")),
+            ("20Gi", "ReadWriteOnce", None, None),
+            ("1Gi", "ReadOnlyMany", None, Some("many")),
+            ("1Gi", "ReadWriteOnce", Some("fast"), Some("classy")),
+            ("1Gi", "ReadWriteMany", None, None),
+        ];
+        for (size, mode, class, want) in cases {
+            let c = claim(size, &[mode], class);
+            assert_eq!(best(&c, &volumes), want, "{size} {mode} {class:?}");
+        }
     }
 
     #[test]

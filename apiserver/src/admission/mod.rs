@@ -594,32 +594,17 @@ impl Chain {
         webhook::mutate(&self.storage, &hooks, &call, obj, old.or(stored.as_ref())).await
     }
 
-    /// ValidatingAdmissionWebhook for the current request (after [`Chain::validate`]).
-    #[allow(clippy::too_many_arguments)]
-    pub async fn validate_webhooks(
-        &self,
-        operation: Operation,
-        r: &crate::registry::catalog::ResourceInfo,
-        namespace: &str,
-        name: &str,
-        dry_run: bool,
-        obj: Option<&Map<String, Value>>,
-        old: Option<&Map<String, Value>>,
-    ) -> Result<()> {
-        self.validate_webhooks_encoded(operation, r, namespace, name, dry_run, obj, None, old)
-            .await
-    }
-
     /// Whether any validating webhook is configured: a create then encodes its object once,
-    /// for the reviews and the store ([`Chain::validate_webhooks_encoded`]).
+    /// for the reviews and the store ([`Chain::validate_webhooks`]).
     pub fn has_validating_webhooks(&self) -> bool {
         !self.webhooks.validating(&self.storage).is_empty()
     }
 
-    /// [`Chain::validate_webhooks`] with `obj` already encoded as `obj_json` (its stored
-    /// JSON), which the reviews carry as they are.
+    /// ValidatingAdmissionWebhook for the current request (after [`Chain::validate`]);
+    /// `obj_json`, when given, is `obj` already encoded (its stored JSON), which the reviews
+    /// carry as it is.
     #[allow(clippy::too_many_arguments)]
-    pub async fn validate_webhooks_encoded(
+    pub async fn validate_webhooks(
         &self,
         operation: Operation,
         r: &crate::registry::catalog::ResourceInfo,

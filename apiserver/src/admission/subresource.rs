@@ -36,7 +36,7 @@ impl Chain {
             Some(obj),
             None,
         )?;
-        self.validate_webhooks(op, r, namespace, name, dry_run, Some(obj), None)
+        self.validate_webhooks(op, r, namespace, name, dry_run, Some(obj), None, None)
             .await
     }
 }

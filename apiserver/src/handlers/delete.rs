@@ -342,7 +342,7 @@ async fn webhooks_for_delete(
         .await?;
     ctx.admission.validate_delete(r, namespace, name, dry_run)?;
     ctx.admission
-        .validate_webhooks(op, r, namespace, name, dry_run, None, None)
+        .validate_webhooks(op, r, namespace, name, dry_run, None, None, None)
         .await
 }
 

@@ -1127,7 +1127,7 @@ async fn create(
         None
     };
     ctx.admission
-        .validate_webhooks_encoded(
+        .validate_webhooks(
             crate::admission::Operation::Create,
             r,
             namespace,
@@ -1510,6 +1510,7 @@ async fn store_update(
             name,
             dry_run(q),
             Some(&new),
+            None,
             Some(old),
         )
         .await?;
