@@ -134,6 +134,8 @@ struct VarNeeds {
     params: Needs,
     namespace: Needs,
     authorizer: bool,
+    /// `variables` is read (it is bound only then: binding a variable costs a conversion).
+    variables: bool,
 }
 
 impl VarNeeds {
@@ -158,6 +160,7 @@ impl VarNeeds {
             params: Needs::of("params", programs()),
             namespace: Needs::of("namespaceObject", programs()),
             authorizer: Needs::of("authorizer", programs()).used(),
+            variables: Needs::of("variables", programs()).used(),
         }
     }
 }
@@ -438,6 +441,7 @@ impl Policy {
                 params: Needs::default(),
                 namespace: Needs::default(),
                 authorizer: false,
+                variables: false,
             },
         };
         policy.needs = VarNeeds::new(&policy);
@@ -890,12 +894,24 @@ fn evaluate(
     params
         .iter()
         .map(|param| {
+            // Only the variables the expressions read are bound (no expression can name
+            // another: each binding converts its value into the interpreter's form).
             let mut scope = root.new_inner_scope();
-            scope.add_variable_from_value("object", object.clone());
-            scope.add_variable_from_value("oldObject", old.clone());
-            scope.add_variable_from_value("request", request.clone());
-            scope.add_variable_from_value("params", needs.params.convert(param.as_object()));
-            scope.add_variable_from_value("namespaceObject", namespace.clone());
+            if needs.object.used() {
+                scope.add_variable_from_value("object", object.clone());
+            }
+            if needs.old.used() {
+                scope.add_variable_from_value("oldObject", old.clone());
+            }
+            if needs.request {
+                scope.add_variable_from_value("request", request.clone());
+            }
+            if needs.params.used() {
+                scope.add_variable_from_value("params", needs.params.convert(param.as_object()));
+            }
+            if needs.namespace.used() {
+                scope.add_variable_from_value("namespaceObject", namespace.clone());
+            }
             if needs.authorizer
                 && let Some(info) = req.info
             {
@@ -964,7 +980,9 @@ fn evaluate_with(scope: &mut Context<'_>, policy: &Policy) -> Outcome {
     let mut variables: std::collections::HashMap<kube_cel::cel::objects::Key, Cel> =
         std::collections::HashMap::new();
     for (name, expr) in &policy.variables {
-        scope.add_variable_from_value("variables", Cel::Map(variables.clone().into()));
+        if policy.needs.variables {
+            scope.add_variable_from_value("variables", Cel::Map(variables.clone().into()));
+        }
         match run(scope, expr, &budget) {
             Ok(v) => {
                 variables.insert(
@@ -976,7 +994,9 @@ fn evaluate_with(scope: &mut Context<'_>, policy: &Policy) -> Outcome {
             Err(_) => {}
         }
     }
-    scope.add_variable_from_value("variables", Cel::Map(variables.into()));
+    if policy.needs.variables {
+        scope.add_variable_from_value("variables", Cel::Map(variables.into()));
+    }
     for (name, expr) in &policy.conditions {
         match run(scope, expr, &budget) {
             Ok(Cel::Bool(true)) => {}
