@@ -122,11 +122,12 @@ impl std::fmt::Debug for ProfileCell {
 
 impl Target {
     /// The TLS profile trusting this target's caBundle.
-    fn tls(&self) -> std::result::Result<TlsProfile, String> {
+    fn tls(&self) -> std::result::Result<&TlsProfile, String> {
         self.tls
             .0
             .get_or_init(|| tls_profile(&self.ca_bundle))
-            .clone()
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
 
@@ -309,7 +310,7 @@ pub async fn post(
             authority: &target.authority,
             path: &target.path,
         };
-        let (status, answer) = transport::post(&endpoint, &tls, None, body.into()).await?;
+        let (status, answer) = transport::post(&endpoint, tls, None, body.into()).await?;
         if !status.is_success() {
             return Err(server_error(status, &answer));
         }

@@ -125,7 +125,13 @@ enum Conn {
 /// caller should dial (HTTP/2 not known to be refused), `Ok(None)` for an HTTP/1.1 dial.
 fn kept(key: &Key) -> std::result::Result<Option<Conn>, Arc<tokio::sync::Mutex<()>>> {
     let mut pool = locked();
-    let slot = pool.entry(key.clone()).or_default();
+    // Looked up first: the entry API would take an owned copy of the key on every call.
+    if !pool.contains_key(key) {
+        pool.insert(key.clone(), Slot::default());
+    }
+    let Some(slot) = pool.get_mut(key) else {
+        return Ok(None);
+    };
     if let Some(h2) = &slot.h2 {
         if !h2.is_closed() {
             return Ok(Some(Conn::H2(h2.clone())));
