@@ -316,18 +316,41 @@ fn failed(e: kube::Error) -> ReconcileError {
     ReconcileError::Kube(e)
 }
 
+/// Writes `obj` (its spec and metadata, or with `status` its status) through the API:
+/// a compare-and-swap on the resourceVersion it was read at.
+async fn put<K>(api: Api<K>, obj: &K, status: bool) -> Result<K, ReconcileError>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let mut obj = obj.clone();
+    obj.meta_mut().managed_fields = None;
+    let name = name(obj.meta());
+    let pp = PostParams::default();
+    // Boxed: the request futures are large, and every sync awaits several writes.
+    let written = if status {
+        Box::pin(api.replace_status(name, &pp, &obj)).await
+    } else {
+        Box::pin(api.replace(name, &pp, &obj)).await
+    };
+    written.map_err(failed)
+}
+
+/// The claims of `c`'s namespace.
+fn claims_api(ctx: &Context, c: &PersistentVolumeClaim) -> Api<PersistentVolumeClaim> {
+    let ns = c.metadata.namespace.as_deref().unwrap_or_default();
+    Api::namespaced(ctx.client.clone(), ns)
+}
+
 /// Writes the claim (spec and metadata).
 async fn put_claim(
     ctx: &Context,
     c: &PersistentVolumeClaim,
 ) -> Result<PersistentVolumeClaim, ReconcileError> {
-    let mut c = c.clone();
-    c.metadata.managed_fields = None;
-    let ns = c.metadata.namespace.clone().unwrap_or_default();
-    let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ns);
-    api.replace(name(&c.metadata), &PostParams::default(), &c)
-        .await
-        .map_err(failed)
+    put(claims_api(ctx, c), c, false).await
 }
 
 /// Writes the volume (spec and metadata).
@@ -335,12 +358,7 @@ async fn put_volume(
     ctx: &Context,
     v: &PersistentVolume,
 ) -> Result<PersistentVolume, ReconcileError> {
-    let mut v = v.clone();
-    v.metadata.managed_fields = None;
-    let api: Api<PersistentVolume> = Api::all(ctx.client.clone());
-    api.replace(name(&v.metadata), &PostParams::default(), &v)
-        .await
-        .map_err(failed)
+    put(Api::all(ctx.client.clone()), v, false).await
 }
 
 /// Upstream's `updateVolumePhase`: writes the phase (and message) when they differ.
@@ -357,15 +375,10 @@ async fn volume_phase_to(
         return Ok(v.clone());
     }
     let mut v = v.clone();
-    v.metadata.managed_fields = None;
     let s = v.status.get_or_insert_with(Default::default);
     s.phase = Some(phase.to_owned());
     s.message = (!message.is_empty()).then(|| message.to_owned());
-    let api: Api<PersistentVolume> = Api::all(ctx.client.clone());
-    let written = api
-        .replace_status(name(&v.metadata), &PostParams::default(), &v)
-        .await
-        .map_err(failed)?;
+    let written = put(Api::all(ctx.client.clone()), &v, true).await?;
     tracing::info!(pv = name(&v.metadata), phase, "volume entered phase");
     Ok(written)
 }
@@ -427,14 +440,8 @@ async fn claim_status_to(
         return Ok(c.clone());
     }
     let mut c = c.clone();
-    c.metadata.managed_fields = None;
     c.status = Some(status);
-    let ns = c.metadata.namespace.clone().unwrap_or_default();
-    let api: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &ns);
-    let written = api
-        .replace_status(name(&c.metadata), &PostParams::default(), &c)
-        .await
-        .map_err(failed)?;
+    let written = put(claims_api(ctx, &c), &c, true).await?;
     tracing::info!(pvc = %claim_key(&c), phase, "claim entered phase");
     Ok(written)
 }
@@ -551,48 +558,34 @@ async fn sync_unbound_claim(
         if let Some(v) = find_best_match(c, &volumes, delay) {
             return bind(ctx, v, c).await;
         }
-        let r = reference(c);
         if delay {
-            ctx.event(
-                &r,
-                false,
-                "WaitForFirstConsumer",
-                "Binding",
+            return pending(
+                ctx,
+                c,
+                Some((false, "WaitForFirstConsumer", "Binding")),
                 "waiting for first consumer to be created before binding".into(),
             )
             .await;
-        } else if !class_name.is_empty() {
-            return provision(ctx, c, class_name, class.as_deref()).await;
-        } else {
-            ctx.event(
-                &r,
-                false,
-                "FailedBinding",
-                "Binding",
-                "no persistent volumes available for this claim and no storage class is set".into(),
-            )
-            .await;
         }
-        claim_status_to(ctx, c, "Pending", None).await?;
-        return Ok(());
+        if !class_name.is_empty() {
+            return provision(ctx, c, class_name, class.as_deref()).await;
+        }
+        return pending(
+            ctx,
+            c,
+            Some((false, "FailedBinding", "Binding")),
+            "no persistent volumes available for this claim and no storage class is set".into(),
+        )
+        .await;
     }
     // The user asked for a volume.
     let Some(v) = informer::get(&stores.volumes, wanted) else {
-        claim_status_to(ctx, c, "Pending", None).await?;
-        return Ok(());
+        return pending(ctx, c, None, String::new()).await;
     };
     if claim_ref(&v).is_none() {
         if let Err(why) = check_satisfies(&v, c) {
-            ctx.event(
-                &reference(c),
-                true,
-                "VolumeMismatch",
-                "Binding",
-                format!("Cannot bind to requested volume {wanted:?}: {why}"),
-            )
-            .await;
-            claim_status_to(ctx, c, "Pending", None).await?;
-            return Ok(());
+            let message = format!("Cannot bind to requested volume {wanted:?}: {why}");
+            return pending(ctx, c, Some((true, "VolumeMismatch", "Binding")), message).await;
         }
         return bind(ctx, &v, c).await;
     }
@@ -612,6 +605,21 @@ async fn sync_unbound_claim(
                 .unwrap_or_default()
         )));
     }
+    pending(ctx, c, None, String::new()).await
+}
+
+/// The claim stays (or goes back to) `Pending`, with an event (warning, reason, action)
+/// saying why when there is one.
+async fn pending(
+    ctx: &Context,
+    c: &PersistentVolumeClaim,
+    event: Option<(bool, &str, &str)>,
+    message: String,
+) -> Result<(), ReconcileError> {
+    if let Some((warning, reason, action)) = event {
+        ctx.event(&reference(c), warning, reason, action, message)
+            .await;
+    }
     claim_status_to(ctx, c, "Pending", None).await?;
     Ok(())
 }
@@ -624,31 +632,15 @@ async fn provision(
     class_name: &str,
     class: Option<&StorageClass>,
 ) -> Result<(), ReconcileError> {
-    let r = reference(c);
+    let failed = Some((true, "ProvisioningFailed", "Provisioning"));
     let Some(class) = class else {
-        ctx.event(
-            &r,
-            true,
-            "ProvisioningFailed",
-            "Provisioning",
-            format!("storageclass.storage.k8s.io {class_name:?} not found"),
-        )
-        .await;
-        claim_status_to(ctx, c, "Pending", None).await?;
-        return Ok(());
+        let message = format!("storageclass.storage.k8s.io {class_name:?} not found");
+        return pending(ctx, c, failed, message).await;
     };
     let provisioner = class.provisioner.as_str();
     if provisioner.starts_with("kubernetes.io/") {
-        ctx.event(
-            &r,
-            true,
-            "ProvisioningFailed",
-            "Provisioning",
-            format!("no volume plugin matched name: {provisioner}"),
-        )
-        .await;
-        claim_status_to(ctx, c, "Pending", None).await?;
-        return Ok(());
+        let message = format!("no volume plugin matched name: {provisioner}");
+        return pending(ctx, c, failed, message).await;
     }
     let mut claim = c.clone();
     if STORAGE_PROVISIONER
@@ -660,20 +652,13 @@ async fn provision(
         }
         claim = put_claim(ctx, &claim).await?;
     }
-    ctx.event(
-        &reference(&claim),
-        false,
-        "ExternalProvisioning",
-        "Provisioning",
-        format!(
-            "Waiting for a volume to be created either by the external provisioner '{provisioner}' \
-             or manually by the system administrator. If volume creation is delayed, please \
-             verify that the provisioner is running and correctly registered."
-        ),
-    )
-    .await;
-    claim_status_to(ctx, &claim, "Pending", None).await?;
-    Ok(())
+    let message = format!(
+        "Waiting for a volume to be created either by the external provisioner '{provisioner}' \
+         or manually by the system administrator. If volume creation is delayed, please \
+         verify that the provisioner is running and correctly registered."
+    );
+    let waiting = Some((false, "ExternalProvisioning", "Provisioning"));
+    pending(ctx, &claim, waiting, message).await
 }
 
 /// Upstream's `syncBoundClaim`.

@@ -436,26 +436,32 @@ fn pod_status_writes_are_validated_as_upstream() {
     )
     .expect("write manifest");
     ok(&s, &["create", "-f", &fin.to_string_lossy()]);
-    let add = r#"{"metadata":{"finalizers":["example.com/keep"]}}"#;
-    ok(
-        &s,
-        &[
-            "patch",
-            "pod",
-            "fin",
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            add,
-        ],
-    );
-    assert_eq!(
+    let status_patch = |kind: &str, patch: &str| {
+        let kind = format!("--type={kind}");
         ok(
             &s,
-            &["get", "pod", "fin", "-o", "jsonpath={.metadata.finalizers}"]
-        ),
-        r#"["example.com/keep"]"#
+            &[
+                "patch",
+                "pod",
+                "fin",
+                "--subresource=status",
+                &kind,
+                "-p",
+                patch,
+            ],
+        )
+    };
+    status_patch(
+        "merge",
+        r#"{"metadata":{"finalizers":["example.com/keep"]}}"#,
     );
+    let get = |path: &str| {
+        ok(
+            &s,
+            &["get", "pod", "fin", "-o", &format!("jsonpath={path}")],
+        )
+    };
+    assert_eq!(get("{.metadata.finalizers}"), r#"["example.com/keep"]"#);
     ok(
         &s,
         &[
@@ -468,32 +474,10 @@ fn pod_status_writes_are_validated_as_upstream() {
         ],
     );
     assert!(
-        !ok(
-            &s,
-            &[
-                "get",
-                "pod",
-                "fin",
-                "-o",
-                "jsonpath={.metadata.deletionTimestamp}"
-            ]
-        )
-        .is_empty(),
+        !get("{.metadata.deletionTimestamp}").is_empty(),
         "the finalizer holds the pod"
     );
-    let clear = r#"[{"op":"remove","path":"/metadata/finalizers"}]"#;
-    ok(
-        &s,
-        &[
-            "patch",
-            "pod",
-            "fin",
-            "--subresource=status",
-            "--type=json",
-            "-p",
-            clear,
-        ],
-    );
+    status_patch("json", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#);
     let (code, _, err) = kubectl_code(&s, &dir.path().join("cache"), &["get", "pod", "fin"]);
     assert_eq!(
         code, 1,
