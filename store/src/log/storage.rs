@@ -189,6 +189,12 @@ impl LogStore {
         self.wal.sync()
     }
 
+    /// Writes what was recorded so far without an fsync (a hard state whose only change is
+    /// the commit index: see [`super::wal::Wal::write_buffered`]).
+    pub fn write_unsynced(&mut self) -> Result<()> {
+        self.wal.write_buffered()
+    }
+
     /// Installs a snapshot received from the leader: saved to disk, log reset behind it.
     pub fn apply_snapshot(&mut self, snap: &Snapshot) -> Result<()> {
         let meta = snap.get_metadata();

@@ -25,7 +25,10 @@
 //!
 //! # Durability
 //! [`Wal::append`] and [`Wal::set_hard_state`] only buffer; [`Wal::sync`] writes the buffer and
-//! calls `fdatasync` once, so many proposals share one fsync (group commit).
+//! calls `fdatasync` once, so many proposals share one fsync (group commit). A hard state that
+//! only moves the commit index is written without an fsync ([`Wal::write_buffered`]), as
+//! etcd's WAL does (`raft.MustSync`): losing it loses nothing, since a restarted member learns
+//! the commit index again.
 //!
 //! # Preallocation
 //! The current segment's space is reserved ahead of the write position with `fallocate`, in
@@ -252,15 +255,31 @@ impl Wal {
             return Ok(());
         }
         let path = self.current_path();
-        self.reserve(self.size + self.buf.len() as u64);
-        self.file
-            .write_all_at(&self.buf, self.size)
-            .map_err(StoreError::io("writing WAL", &path))?;
+        let end = self.size + self.buf.len() as u64;
+        self.write_buffered()?;
         let started = std::time::Instant::now();
         self.file
             .sync_data()
             .map_err(StoreError::io("syncing WAL", &path))?;
         crate::metrics::observe_wal_fsync(started.elapsed());
+        debug_assert_eq!(self.size, end);
+        Ok(())
+    }
+
+    /// Writes everything buffered without waiting for the disk: what Raft allows for a hard
+    /// state whose only change is the commit index (`Ready::must_sync` is false). The
+    /// records survive the process being killed; a power loss may take them, which costs
+    /// nothing (replay re-derives the commit index), and the next [`Wal::sync`] makes them
+    /// durable with everything after them.
+    pub fn write_buffered(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let path = self.current_path();
+        self.reserve(self.size + self.buf.len() as u64);
+        self.file
+            .write_all_at(&self.buf, self.size)
+            .map_err(StoreError::io("writing WAL", &path))?;
         self.size += self.buf.len() as u64;
         self.buf.clear();
         Ok(())
@@ -512,6 +531,29 @@ mod tests {
         let (_, r) = Wal::open(dir.path(), 1 << 20, 0).unwrap();
         assert_eq!(r.entries.len(), 2);
         assert_eq!(r.hard_state.commit, 2);
+    }
+
+    #[test]
+    fn a_commit_only_hard_state_is_written_without_a_sync_and_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 1 << 20, 0).unwrap();
+        append_durably(&mut wal, 1);
+        let hs = HardState {
+            term: 1,
+            commit: 1,
+            ..Default::default()
+        };
+        wal.set_hard_state(&hs).unwrap();
+        wal.write_buffered().unwrap();
+        assert!(wal.buf.is_empty());
+        // A process killed now (nothing else runs on drop) leaves the record in the file.
+        drop(wal);
+        let (mut wal, r) = Wal::open(dir.path(), 1 << 20, 0).unwrap();
+        assert_eq!(r.hard_state.commit, 1);
+        // Later appends follow it, and a sync covers both.
+        append_durably(&mut wal, 2);
+        drop(wal);
+        assert_eq!(replayed_indexes(dir.path(), 1 << 20), vec![1, 2]);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! 3. handle the `Ready`, in the order raft-rs's crate docs give:
 //!    send `messages` (a leader may send before its own write is durable) → install a
 //!    received snapshot → apply `committed_entries` → append `entries` to the WAL → record the
-//!    hard state → **fsync once** → send `persisted_messages` → `advance` → record the new
+//!    hard state → **fsync once** (skipped when `must_sync` says only the commit index moved:
+//!    then the record is written, not synced) → send `persisted_messages` → `advance` → record the new
 //!    commit index, send the `LightReady` messages and apply its committed entries →
 //!    `advance_apply`;
 //! 4. answer proposals whose entries were applied, and reads whose index was reached;
@@ -611,7 +612,12 @@ impl Driver {
             let hs = hs.clone();
             self.raw.mut_store().set_hard_state(&hs)?;
         }
-        self.raw.mut_store().sync()?;
+        if ready.must_sync() {
+            self.raw.mut_store().sync()?;
+        } else {
+            // Only the commit index moved (or nothing was recorded): no fsync, as etcd.
+            self.raw.mut_store().write_unsynced()?;
+        }
         if !ready.persisted_messages().is_empty() {
             self.transport.send(ready.take_persisted_messages());
         }
