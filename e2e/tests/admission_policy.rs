@@ -586,3 +586,96 @@ fn the_authorizer_variable_checks_the_requesting_user() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A Service of `name` with label `labels` (YAML flow map), cluster IP `ip` and, when
+/// given, node port `node_port` (then of type NodePort).
+fn service_yaml(name: &str, labels: &str, ip: &str, node_port: Option<&str>) -> String {
+    let (kind, port) = match node_port {
+        Some(p) => ("NodePort", format!(", nodePort: {p}")),
+        None => ("ClusterIP", String::new()),
+    };
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  labels: {labels}\nspec:\n  type: {kind}\n  clusterIP: {ip}\n  selector: {{app: x}}\n  ports:\n  - {{port: 80{port}}}\n"
+    )
+}
+
+#[test]
+fn policies_see_a_services_allocated_addresses_and_dry_runs_reserve_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = server(dir.path());
+    apply(
+        &s,
+        &policy(
+            "service-addresses",
+            "",
+            "services",
+            r#"  validations:
+  - expression: object.spec.type == 'ExternalName' || object.spec.clusterIP != ''
+    message: no cluster IP
+  - expression: object.spec.type != 'NodePort' || object.spec.ports.all(p, has(p.nodePort) && p.nodePort >= 30000)
+    message: no node port
+  - expression: "!has(object.metadata.labels) || !('deny' in object.metadata.labels)"
+    message: denied by label
+"#,
+            "  validationActions: [Deny]\n",
+        ),
+    );
+    let create = |yaml: &str| {
+        s.kubectl_as(&s.kubeconfig, &["create", "-f", "-"], Some(yaml))
+            .expect("kubectl runs")
+    };
+    // Once the policy is in force, a labelled Service is refused by the label rule: the
+    // cluster IP it asked for was allocated before admission, and is released again.
+    let denied = service_yaml("pinned", "{deny: \"yes\"}", "10.96.200.200", None);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (created, _, err) = create(&denied);
+        assert!(
+            !created || Instant::now() < deadline,
+            "policy never applied"
+        );
+        if !created {
+            assert!(err.contains("denied by label"), "{err}");
+            break;
+        }
+        ok(&s, &["delete", "service", "pinned"]);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (created, _, err) = create(&service_yaml("pinned", "{a: b}", "10.96.200.200", None));
+    assert!(created, "the refused create's IP stayed reserved: {err}");
+    // Allocated addresses: a cluster IP and node ports the policy accepts.
+    ok(&s, &["create", "service", "clusterip", "plain", "--tcp=80"]);
+    ok(&s, &["create", "service", "nodeport", "np", "--tcp=80"]);
+    // A dry run answers with addresses a real create would get, and reserves none of them.
+    let (out, _) = ok(
+        &s,
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "dry",
+            "--tcp=8080",
+            "--dry-run=server",
+            "-o",
+            "json",
+        ],
+    );
+    let dry: Value = serde_json::from_str(&out).expect("service JSON");
+    let ip = dry["spec"]["clusterIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let port = dry["spec"]["ports"][0]["nodePort"].as_u64().unwrap_or(0);
+    // In the default range, 10.96.0.0/12.
+    let octets: Vec<u8> = ip.split('.').filter_map(|o| o.parse().ok()).collect();
+    assert!(
+        octets.len() == 4 && octets[0] == 10 && (96..112).contains(&octets[1]),
+        "{dry}"
+    );
+    assert!((30000..=32767).contains(&port), "{dry}");
+    assert_eq!(dry["spec"]["clusterIPs"][0], ip.as_str(), "{dry}");
+    let (found, _, _) = kubectl(&s, &["get", "service", "dry"]);
+    assert!(!found, "a dry run stored the service");
+    let (created, _, err) = create(&service_yaml("dry", "{a: b}", &ip, Some(&port.to_string())));
+    assert!(created, "the dry run's addresses were reserved: {err}");
+}

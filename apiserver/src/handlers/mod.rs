@@ -1107,6 +1107,46 @@ async fn create(
             status.insert("qosClass".into(), json!(qos));
         }
     }
+    // A Service's cluster IP and node ports are allocated before validation and validating
+    // admission (upstream's `BeginCreate`): webhooks and policies see them, and a dry run
+    // answers with the addresses a real create would get, reserving nothing.
+    let taken = if is_service(r) {
+        let key = registry::key(r, namespace, object::meta_str(&obj, "name"));
+        if generate_name.is_none()
+            && ctx
+                .storage
+                .get(&key)
+                .await
+                .map_err(storage_error)?
+                .is_some()
+        {
+            return Err(ApiError::AlreadyExists {
+                resource: object::group_resource(r),
+                name: object::meta_str(&obj, "name").to_owned(),
+            });
+        }
+        service::allocate(ctx, &ctx.service_range, &mut obj, dry_run(q)).await?
+    } else {
+        Vec::new()
+    };
+    let created = create_admitted(ctx, r, namespace, q, obj, warnings, generate_name).await;
+    if created.is_err() {
+        service::release(ctx, &taken).await;
+    }
+    created
+}
+
+/// The rest of a create once mutating admission has run (and a Service has its
+/// addresses): validation, validating admission, quota, then the write.
+async fn create_admitted(
+    ctx: &Ctx,
+    r: &ResourceInfo,
+    namespace: &str,
+    q: &Query,
+    mut obj: Map<String, Value>,
+    warnings: Vec<String>,
+    generate_name: Option<String>,
+) -> Result<Response> {
     object::validate(r, &obj, true, None)?;
     ctx.admission.validate(
         crate::admission::Operation::Create,
@@ -1219,8 +1259,7 @@ async fn create(
 /// `maxNameGenerationCreateAttempts`).
 const GENERATE_NAME_ATTEMPTS: usize = 8;
 
-/// Writes a new object named `name` (services get their cluster IP and node ports first,
-/// released again if the write fails); AlreadyExists when the name is taken. Returns the
+/// Writes a new object named `name`; AlreadyExists when the name is taken. Returns the
 /// revision and, when the stored JSON is the object as served (not converted, no
 /// resourceVersion of its own), those bytes.
 async fn store_new(
@@ -1236,30 +1275,11 @@ async fn store_new(
         resource: object::group_resource(r),
         name: name.to_owned(),
     };
-    if is_service(r)
-        && ctx
-            .storage
-            .get(&key)
-            .await
-            .map_err(storage_error)?
-            .is_some()
-    {
-        return Err(exists());
-    }
-    let taken = if is_service(r) {
-        service::allocate(ctx, &ctx.service_range, obj).await?
-    } else {
-        Vec::new()
-    };
     let (bytes, answer) = match encoded {
         Some(bytes) => served_copy(bytes, obj),
         None => encode_for_storage(ctx, r, obj).await?,
     };
-    let created = ctx.storage.create(&key, bytes).await;
-    if created.is_err() {
-        service::release(ctx, &taken).await;
-    }
-    match created {
+    match ctx.storage.create(&key, bytes).await {
         Ok(rev) => Ok((rev, answer)),
         Err(storage::Error::AlreadyExists) => Err(exists()),
         Err(e) => Err(storage_error(e)),
@@ -1301,10 +1321,10 @@ fn served_copy(bytes: Vec<u8>, obj: &Map<String, Value>) -> (Vec<u8>, Option<Vec
     (bytes, answer)
 }
 
-/// The stored JSON of `obj` when its stored form is the object itself (no conversion, and
-/// not a Service, whose create allocates addresses when it is stored); None otherwise.
+/// The stored JSON of `obj` when its stored form is the object itself (no conversion);
+/// None otherwise.
 fn stored_json(r: &ResourceInfo, obj: &Map<String, Value>) -> Option<Vec<u8>> {
-    if is_service(r) || registry::convert::needs_webhook(r) {
+    if registry::convert::needs_webhook(r) {
         return None;
     }
     match registry::convert::storage_form(r, obj) {
@@ -1809,7 +1829,7 @@ async fn bootstrap_kubernetes_service(ctx: &Ctx) -> Result<()> {
         .cloned()
         .unwrap_or_default();
         object::prepare_for_create(svc, &mut obj);
-        let taken = service::allocate(ctx, &ctx.service_range, &mut obj).await?;
+        let taken = service::allocate(ctx, &ctx.service_range, &mut obj, false).await?;
         if let Err(e) = ctx.storage.create(&key, object::encode(&obj)?).await {
             service::release(ctx, &taken).await;
             if !matches!(e, storage::Error::AlreadyExists) {

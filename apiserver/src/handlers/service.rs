@@ -75,9 +75,23 @@ fn seed() -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
-async fn reserve(ctx: &Ctx, key: &str, owner: &str, held: &HashSet<String>) -> Result<bool> {
+/// Reserves `key` for `owner`; `false` when another holds it. A dry run (`dry`) only checks
+/// that it is free, as upstream's dry-run allocators do.
+async fn reserve(
+    ctx: &Ctx,
+    key: &str,
+    owner: &str,
+    held: &HashSet<String>,
+    dry: bool,
+) -> Result<bool> {
     if held.contains(key) {
         return Ok(true);
+    }
+    if dry {
+        return match ctx.storage.get(key).await {
+            Ok(found) => Ok(found.is_none()),
+            Err(e) => Err(super::storage_error(e)),
+        };
     }
     match ctx.storage.create(key, owner.as_bytes().to_vec()).await {
         Ok(_) => Ok(true),
@@ -135,17 +149,28 @@ pub(super) fn held_keys(obj: &Map<String, Value>) -> Vec<String> {
 }
 
 /// Allocates the cluster IP and node ports a new service needs; returns the reservation
-/// keys taken (to release if the create fails).
+/// keys taken (to release if the create fails). A dry run (`dry`) picks free ones and
+/// reserves nothing.
 pub(super) async fn allocate(
     ctx: &Ctx,
     range: &ServiceRange,
     obj: &mut Map<String, Value>,
+    dry: bool,
 ) -> Result<Vec<String>> {
     let name = super::object::meta_str(obj, "name").to_owned();
     let owner = format!("{}/{name}", super::object::meta_str(obj, "namespace"));
     let mut taken = Vec::new();
     let held = HashSet::new();
-    let result = allocate_into(ctx, range, obj, &name, &owner, &held, &mut taken).await;
+    let to = Holder {
+        name: &name,
+        owner: &owner,
+        held: &held,
+        dry,
+    };
+    let result = allocate_into(ctx, range, obj, &to, &mut taken).await;
+    if dry {
+        taken.clear();
+    }
     if result.is_err() {
         release(ctx, &taken).await;
     }
@@ -172,7 +197,13 @@ pub(super) async fn allocate_update(
     let owner = format!("{}/{name}", super::object::meta_str(new, "namespace"));
     let held: HashSet<String> = held_keys(old).into_iter().collect();
     let mut taken = Vec::new();
-    let result = allocate_into(ctx, range, new, &name, &owner, &held, &mut taken).await;
+    let to = Holder {
+        name: &name,
+        owner: &owner,
+        held: &held,
+        dry: false,
+    };
+    let result = allocate_into(ctx, range, new, &to, &mut taken).await;
     if result.is_err() {
         release(ctx, &taken).await;
     }
@@ -188,15 +219,29 @@ pub(super) async fn settle(ctx: &Ctx, keys: &UpdateKeys, stored: bool) {
     release(ctx, if stored { &keys.freed } else { &keys.taken }).await;
 }
 
+/// Whom an allocation is for: the service's name (for errors), the reservation owner, the
+/// keys its stored version already holds, and whether it is a dry run.
+struct Holder<'a> {
+    name: &'a str,
+    owner: &'a str,
+    held: &'a HashSet<String>,
+    dry: bool,
+}
+
+impl Holder<'_> {
+    async fn reserve(&self, ctx: &Ctx, key: &str) -> Result<bool> {
+        reserve(ctx, key, self.owner, self.held, self.dry).await
+    }
+}
+
 async fn allocate_into(
     ctx: &Ctx,
     range: &ServiceRange,
     obj: &mut Map<String, Value>,
-    name: &str,
-    owner: &str,
-    held: &HashSet<String>,
+    to: &Holder<'_>,
     taken: &mut Vec<String>,
 ) -> Result<()> {
+    let (name, held) = (to.name, to.held);
     let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
         return Ok(());
     };
@@ -225,7 +270,7 @@ async fn allocate_into(
                 continue;
             }
             let ip = Ipv4Addr::from(range.network + offset).to_string();
-            if reserve(ctx, &ip_key(&ip), owner, held).await? {
+            if to.reserve(ctx, &ip_key(&ip)).await? {
                 chosen = Some(ip);
                 break;
             }
@@ -262,7 +307,7 @@ async fn allocate_into(
                 ),
             ));
         }
-        if !reserve(ctx, &ip_key(&requested), owner, held).await? {
+        if !to.reserve(ctx, &ip_key(&requested)).await? {
             return Err(invalid(
                 name,
                 "spec.clusterIPs",
@@ -296,7 +341,7 @@ async fn allocate_into(
                 continue;
             }
             let field = format!("spec.ports[{i}].nodePort");
-            let port = node_port(ctx, name, owner, held, wanted, &field).await?;
+            let port = node_port(ctx, to, wanted, &field).await?;
             if !held.contains(&port_key(port)) {
                 taken.push(port_key(port));
             }
@@ -316,7 +361,7 @@ async fn allocate_into(
             .and_then(Value::as_u64)
             .and_then(|n| u16::try_from(n).ok())
             .filter(|n| *n != 0);
-        let port = node_port(ctx, name, owner, held, wanted, "spec.healthCheckNodePort").await?;
+        let port = node_port(ctx, to, wanted, "spec.healthCheckNodePort").await?;
         if !held.contains(&port_key(port)) {
             taken.push(port_key(port));
         }
@@ -326,14 +371,8 @@ async fn allocate_into(
 }
 
 /// Reserves node port `wanted` (in range, free or already `held`), or any free one.
-async fn node_port(
-    ctx: &Ctx,
-    name: &str,
-    owner: &str,
-    held: &HashSet<String>,
-    wanted: Option<u16>,
-    field: &str,
-) -> Result<u16> {
+async fn node_port(ctx: &Ctx, to: &Holder<'_>, wanted: Option<u16>, field: &str) -> Result<u16> {
+    let (name, held) = (to.name, to.held);
     if let Some(p) = wanted {
         if !held.contains(&port_key(p)) && !(NODE_PORT_MIN..=NODE_PORT_MAX).contains(&p) {
             return Err(invalid(
@@ -344,7 +383,7 @@ async fn node_port(
                 ),
             ));
         }
-        if !reserve(ctx, &port_key(p), owner, held).await? {
+        if !to.reserve(ctx, &port_key(p)).await? {
             return Err(invalid(
                 name,
                 field,
@@ -358,7 +397,7 @@ async fn node_port(
     for j in 0..span {
         let p = NODE_PORT_MIN + u16::try_from((start + j) % span).unwrap_or(0);
         // Not `held`: a port the old object held may be named by another of its ports.
-        if reserve(ctx, &port_key(p), owner, &HashSet::new()).await? {
+        if reserve(ctx, &port_key(p), to.owner, &HashSet::new(), to.dry).await? {
             return Ok(p);
         }
     }
