@@ -9,6 +9,8 @@
 //! - `spec.allocateLoadBalancerNodePorts: false` gives a LoadBalancer no node ports (but
 //!   keeps one asked for); switching it to true allocates them. `externalTrafficPolicy:
 //!   Local` on a LoadBalancer allocates a `healthCheckNodePort`, freed when it goes back.
+//! - A Service deleted by removing its last finalizer (a load balancer's cleanup) frees its
+//!   cluster IP and node ports, as a DELETE does.
 
 use e2e::ServerProcess;
 use e2e::cli::{apply, json, ok};
@@ -56,15 +58,12 @@ fn changing_a_service_type_drops_and_allocates_what_the_types_need() {
     );
 
     // Asking for a node port the Service did not hold, on a ClusterIP: still refused.
+    let other = if ports[0] == 31999 { 31998 } else { 31999 };
+    let change = format!(
+        r#"[{{"op":"replace","path":"/spec/type","value":"ClusterIP"}},{{"op":"replace","path":"/spec/ports/0/nodePort","value":{other}}}]"#
+    );
     let (refused, _, err) = s
-        .kubectl(&[
-            "patch",
-            "service",
-            "lb",
-            "--type=json",
-            "-p",
-            r#"[{"op":"replace","path":"/spec/type","value":"ClusterIP"},{"op":"replace","path":"/spec/ports/0/nodePort","value":31999}]"#,
-        ])
+        .kubectl(&["patch", "service", "lb", "--type=json", "-p", &change])
         .expect("kubectl");
     assert!(
         !refused,
@@ -291,4 +290,41 @@ spec:
         err.contains("spec.allocateLoadBalancerNodePorts: Forbidden: may only be used when `type` is 'LoadBalancer'"),
         "{err}"
     );
+}
+
+#[test]
+fn a_service_deleted_by_its_last_finalizer_frees_its_addresses() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start(&tmp.path().join("data")).expect("start");
+    let svc = |name: &str, finalizers: &str| {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, finalizers: [{finalizers}]}}\nspec: {{type: NodePort, clusterIP: 10.96.77.77, selector: {{app: x}}, ports: [{{port: 80, nodePort: 31777}}]}}\n"
+        )
+    };
+    apply(&s, &svc("held", "example.com/hold"));
+    ok(&s, &["delete", "service", "held", "--wait=false"]);
+    let (_, found, _) = s
+        .kubectl(&["get", "service", "held"])
+        .expect("kubectl runs");
+    assert!(found.contains("held"), "deleted before its finalizer went");
+    ok(
+        &s,
+        &[
+            "patch",
+            "service",
+            "held",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ],
+    );
+    let (gone, _, err) = s
+        .kubectl(&["get", "service", "held"])
+        .expect("kubectl runs");
+    assert!(!gone && err.contains("NotFound"), "{err}");
+    // The same cluster IP and node port are free for the next Service.
+    apply(&s, &svc("next", ""));
+    let next = get(&s, "next");
+    assert_eq!(next["spec"]["clusterIP"], "10.96.77.77", "{next}");
+    assert_eq!(node_ports(&next), vec![31777], "{next}");
 }

@@ -1549,6 +1549,11 @@ async fn store_update(
             .delete(&key, expected)
             .await
             .map_err(|e| conflict_or(e, r, name))?;
+        // A Service deleted this way (its last finalizer removed, as a load balancer's
+        // cleanup does) frees its addresses as a DELETE does.
+        if is_service(r) {
+            service::release(ctx, &service::held_keys(old)).await;
+        }
         if let Some(m) = object::meta(&mut new) {
             m.insert("resourceVersion".into(), json!(rev.to_string()));
         }
