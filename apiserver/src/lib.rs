@@ -97,10 +97,15 @@ pub async fn run(
     ));
     let maintainer = tokio::spawn(maintain_system_objects(Arc::clone(&ctx)));
     let crds = tokio::spawn(crd::controller::run(Arc::clone(&ctx)));
+    let repair = tokio::spawn(handlers::service_repair::run(
+        Arc::clone(&ctx),
+        cfg.service_repair_interval,
+    ));
     let result = server::serve(&cfg, ctx, shutdown).await;
     compactor.abort();
     maintainer.abort();
     crds.abort();
+    repair.abort();
     result
 }
 

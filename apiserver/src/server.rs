@@ -38,6 +38,10 @@ pub struct ApiServerConfig {
     pub client_ca_file: PathBuf,
     /// How often store history is compacted (`--etcd-compaction-interval`; zero disables).
     pub compaction_interval: std::time::Duration,
+    /// How often Service address reservations are checked against the Services
+    /// (`--service-repair-interval`; zero disables): upstream's repair controllers run
+    /// every 3 minutes.
+    pub service_repair_interval: std::time::Duration,
     /// Token, service-account and anonymous authentication flags.
     pub authn: crate::authn::AuthnConfig,
     /// `--authorization-mode` and the authorization webhook flags.

@@ -348,6 +348,11 @@ struct ServerArgs {
     /// Interval of store compaction (e.g. 5m, 30s; 0s disables).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     etcd_compaction_interval: Duration,
+    /// How often Service cluster-IP and node-port reservations are checked against the
+    /// Services (restoring missing ones, releasing unused ones after three passes; 0s
+    /// disables).
+    #[arg(long, default_value = "3m", value_parser = parse_duration)]
+    service_repair_interval: Duration,
     /// Serve the web dashboard at /dashboard/ (default true for `capstan server`, false for
     /// `capstan apiserver`); it reads through the API with the user's token.
     #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -823,6 +828,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         tls_private_key_file: pki.apiserver_key.clone(),
         client_ca_file: pki.ca_cert.clone(),
         compaction_interval: args.etcd_compaction_interval,
+        service_repair_interval: args.service_repair_interval,
         authn: apiserver::authn::AuthnConfig {
             token_auth_file: args.token_auth_file,
             anonymous_auth: args.anonymous_auth,

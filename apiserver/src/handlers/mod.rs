@@ -19,6 +19,7 @@ mod pod_resize;
 mod rbac_writes;
 mod review;
 mod service;
+pub(crate) mod service_repair;
 mod strategy;
 mod subresources;
 mod watch;

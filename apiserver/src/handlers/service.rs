@@ -48,11 +48,11 @@ pub(super) fn kubernetes_service_ip(range: &ServiceRange) -> Ipv4Addr {
 const NODE_PORT_MIN: u16 = 30000;
 const NODE_PORT_MAX: u16 = 32767;
 
-fn ip_key(ip: &str) -> String {
+pub(super) fn ip_key(ip: &str) -> String {
     format!("/registry/core/serviceips/{ip}")
 }
 
-fn port_key(port: u16) -> String {
+pub(super) fn port_key(port: u16) -> String {
     format!("/registry/core/servicenodeports/{port}")
 }
 
