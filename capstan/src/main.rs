@@ -508,6 +508,10 @@ struct ServerArgs {
     /// Do not run the metrics server (metrics.k8s.io through the aggregator) in-process.
     #[arg(long)]
     disable_metrics_server: bool,
+    /// Do not run the local-path provisioner (and its default StorageClass `standard`)
+    /// that gives the simulated nodes' claims volumes, as kind's does.
+    #[arg(long)]
+    disable_storage_provisioner: bool,
     /// Port of the in-process metrics server (0: any free port; its EndpointSlice names it).
     #[arg(long, default_value_t = 0)]
     metrics_server_port: u16,
@@ -1023,6 +1027,20 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
             |c, t| nodes::run(c, options, t),
         ));
     }
+    if args.nodes > 0 && !args.disable_storage_provisioner {
+        let kubeconfig = component_kubeconfig(
+            &pki,
+            "local-path-provisioner",
+            STORAGE_PROVISIONER_USER,
+            &server_url,
+        )?;
+        tasks.push(spawn_component(
+            "local-path-provisioner",
+            &kubeconfig,
+            &components,
+            nodes::provisioner::run,
+        ));
+    }
     if args.control_plane_pods {
         let options = control_plane::Options {
             node_name: if member_name == "default" {
@@ -1199,6 +1217,9 @@ fn configure_kubelet_client(pki: &certs::PkiPaths) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)
 }
 
+/// The user the in-process local-path provisioner connects as (bound to upstream's
+/// `system:persistent-volume-provisioner` role).
+const STORAGE_PROVISIONER_USER: &str = "system:capstan:local-path-provisioner";
 /// The user the in-process simulated nodes connect as; it impersonates `system:node:<name>`
 /// for each node's own requests.
 const NODE_FLEET_USER: &str = "system:capstan:node-fleet";
@@ -1224,6 +1245,7 @@ fn upstream_program(component: &str) -> &'static str {
         "controllers" => "kube-controller-manager",
         "nodes" | "control-plane-pods" => "kubelet",
         "metrics-server" => "metrics-server",
+        "local-path-provisioner" => "local-path-provisioner",
         _ => "capstan",
     }
 }

@@ -3,6 +3,12 @@
 //! above it; a Parallel set starts every pod at once. Its templates are kept as
 //! ControllerRevisions, which its status names: `kubectl rollout history` and `rollout undo`
 //! work.
+//!
+//! Storage as on kind: the set's claims get the default StorageClass `standard`
+//! (DefaultStorageClass admission), wait for their pods (WaitForFirstConsumer), and the
+//! scheduler's VolumeBinding asks the local-path provisioner for a volume on each pod's node;
+//! a pod naming a missing claim stays Pending with kube-scheduler's message until the claim
+//! exists; a released claim's volume is deleted.
 
 use std::time::{Duration, Instant};
 
@@ -232,4 +238,166 @@ spec:
         st["status"]["currentRevision"], st["status"]["updateRevision"],
         "{st}"
     );
+}
+
+/// Each claim of `app`'s pods (`data-<pod>`) with its phase, volume and the node its volume
+/// is pinned to; and each pod's node.
+fn claims_and_nodes(s: &ServerProcess, app: &str) -> Vec<(String, String, String, String)> {
+    let pods = json(
+        s,
+        &["get", "pods", "-l", &format!("app={app}"), "-o", "json"],
+    );
+    let pvcs = json(s, &["get", "pvc", "-o", "json"]);
+    let pvs = json(s, &["get", "pv", "-o", "json"]);
+    let mut out = Vec::new();
+    for p in pods["items"].as_array().into_iter().flatten() {
+        let pod = p["metadata"]["name"].as_str().unwrap_or_default();
+        let node = p["spec"]["nodeName"].as_str().unwrap_or_default();
+        let claim = format!("data-{pod}");
+        let Some(c) = pvcs["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["metadata"]["name"] == claim.as_str())
+        else {
+            continue;
+        };
+        let volume = c["spec"]["volumeName"].as_str().unwrap_or_default();
+        let pinned = pvs["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["metadata"]["name"] == volume)
+            .and_then(|v| {
+                v["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+                    ["values"][0]
+                    .as_str()
+            })
+            .unwrap_or_default();
+        out.push((
+            c["status"]["phase"].as_str().unwrap_or_default().to_owned(),
+            volume.to_owned(),
+            pinned.to_owned(),
+            node.to_owned(),
+        ));
+    }
+    out
+}
+
+#[test]
+fn claims_are_provisioned_on_their_pods_nodes_and_pods_wait_for_missing_claims() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = ServerProcess::start_cluster(&dir.path().join("data"), &[]).expect("server starts");
+    let classes = wait_for(&s, 30, "the default StorageClass", || {
+        let out = ok(&s, &["get", "storageclass", "--no-headers"]);
+        out.contains("standard").then_some(out)
+    });
+    assert!(
+        classes.contains("standard (default)")
+            && classes.contains("capstan.dev/local-path")
+            && classes.contains("WaitForFirstConsumer"),
+        "{classes}"
+    );
+    apply(&s, &manifest("vol", "Parallel", "db:v1"));
+    let bound = wait_for(&s, 120, "3 pods with bound claims", || {
+        let c = claims_and_nodes(&s, "vol");
+        (c.len() == 3
+            && c.iter()
+                .all(|(phase, _, _, node)| phase == "Bound" && !node.is_empty()))
+        .then_some(c)
+    });
+    for (_, volume, pinned, node) in &bound {
+        assert!(volume.starts_with("pvc-"), "{bound:?}");
+        assert_eq!(
+            pinned, node,
+            "a volume pinned elsewhere than its pod: {bound:?}"
+        );
+    }
+    let pvc = json(&s, &["get", "pvc", "data-vol-0", "-o", "json"]);
+    assert_eq!(pvc["spec"]["storageClassName"], "standard", "{pvc}");
+    assert!(
+        pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"].is_string(),
+        "{pvc}"
+    );
+    let pv = json(&s, &["get", "pv", &bound[0].1, "-o", "json"]);
+    assert_eq!(
+        pv["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"], "capstan.dev/local-path",
+        "{pv}"
+    );
+    assert_eq!(
+        pv["spec"]["persistentVolumeReclaimPolicy"], "Delete",
+        "{pv}"
+    );
+
+    // A pod naming a claim that does not exist waits, with kube-scheduler's message...
+    ok(
+        &s,
+        &[
+            "run",
+            "orphan",
+            "--image=x",
+            r#"--overrides={"spec":{"volumes":[{"name":"v","persistentVolumeClaim":{"claimName":"later"}}],"containers":[{"name":"orphan","image":"x","volumeMounts":[{"name":"v","mountPath":"/d"}]}]}}"#,
+        ],
+    );
+    let message = wait_for(&s, 60, "the orphan's FailedScheduling event", || {
+        let out = ok(
+            &s,
+            &[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=orphan,reason=FailedScheduling",
+                "-o",
+                "jsonpath={.items[0].message}",
+            ],
+        );
+        (!out.is_empty()).then_some(out)
+    });
+    assert!(
+        message.starts_with("0/")
+            && message.contains(": persistentvolumeclaim \"later\" not found. preemption: "),
+        "{message}"
+    );
+    // ...and runs once the claim exists, on the node its new volume is pinned to.
+    apply(
+        &s,
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: later}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 2Gi}}}\n",
+    );
+    let (node, volume) = wait_for(&s, 60, "the orphan running with its claim bound", || {
+        let p = json(&s, &["get", "pod", "orphan", "-o", "json"]);
+        let c = json(&s, &["get", "pvc", "later", "-o", "json"]);
+        (p["status"]["phase"] == "Running" && c["status"]["phase"] == "Bound").then(|| {
+            (
+                p["spec"]["nodeName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                c["spec"]["volumeName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+    });
+    let pv = json(&s, &["get", "pv", &volume, "-o", "json"]);
+    assert_eq!(
+        pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+            [0],
+        node.as_str(),
+        "{pv}"
+    );
+    assert_eq!(pv["spec"]["capacity"]["storage"], "2Gi", "{pv}");
+
+    // A claim released by its pod's set (`whenScaled: Delete`): its volume (reclaim
+    // Delete) goes with it.
+    let gone = json(&s, &["get", "pvc", "data-vol-2", "-o", "json"])["spec"]["volumeName"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(gone.starts_with("pvc-"), "{gone}");
+    ok(&s, &["scale", "statefulset", "vol", "--replicas=2"]);
+    wait_for(&s, 60, "the released volume deleted", || {
+        let (found, _, _) = s.kubectl(&["get", "pv", &gone]).expect("kubectl runs");
+        (!found).then_some(())
+    });
 }

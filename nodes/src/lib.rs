@@ -16,6 +16,7 @@ mod node;
 mod pod;
 mod process;
 mod program;
+pub mod provisioner;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -48,6 +48,11 @@ impl Writer {
         }
     }
 
+    /// The client, for PreBind's volume writes.
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
     fn pods(&self, ns: &str) -> Api<Pod> {
         Api::namespaced(self.client.clone(), ns)
     }

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod preemption;
 pub mod queue;
 pub mod schedule;
+pub mod volumes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -98,6 +99,24 @@ pub async fn run(
     let writer = bind::Writer::new(client.clone(), &profile, &identity);
     let pdbs = schedule::reflect(client.clone(), work.clone());
     let owners = schedule::Owners::start(&client, &work);
+    let volumes_changed = Arc::new(tokio::sync::Notify::new());
+    let volumes = volumes::Volumes {
+        claims: schedule::reflect_notify(
+            client.clone(),
+            work.clone(),
+            Some(volumes_changed.clone()),
+        ),
+        volumes: schedule::reflect_notify(
+            client.clone(),
+            work.clone(),
+            Some(volumes_changed.clone()),
+        ),
+        classes: schedule::reflect_notify(
+            client.clone(),
+            work.clone(),
+            Some(volumes_changed.clone()),
+        ),
+    };
     let sched = schedule::Scheduler::new(
         writer,
         options.profiles.clone(),
@@ -105,7 +124,19 @@ pub async fn run(
         metrics,
         pdbs,
         owners,
+        volumes,
     );
+    {
+        let (sched, work) = (sched.clone(), work.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = work.cancelled() => return,
+                    () = volumes_changed.notified() => sched.volumes_changed(),
+                }
+            }
+        });
+    }
     tokio::spawn(
         sched
             .clone()

@@ -97,6 +97,7 @@ pub fn preempt(
             node_status: statuses,
             absent_reason: Some(NOT_HELPFUL.into()),
             post_filter_msg: None,
+            pre_filter_msg: None,
         };
         Outcome::NoCandidate(format!("preemption: {}", e.message()))
     };

@@ -25,7 +25,7 @@ use crate::bind::{Writer, pod_ref};
 use crate::cache::{Cache, NodeChange, Nominated, PodInfo, pod_key};
 use crate::framework::resources::pod_requests;
 use crate::framework::selector::Selector;
-use crate::framework::{Outcome, PodCtx, Rng, schedule_pod};
+use crate::framework::{FitError, Outcome, PodCtx, Rng, schedule_pod};
 use crate::metrics::Metrics;
 use crate::preemption::{self, Pdb};
 use crate::queue::Queue;
@@ -50,6 +50,8 @@ pub struct Scheduler {
     metrics: Arc<Metrics>,
     pdbs: Store<PodDisruptionBudget>,
     owners: Owners,
+    /// Claims, volumes and classes (VolumeBinding).
+    volumes: crate::volumes::Volumes,
     /// Nodes and pods have been listed once.
     synced: Mutex<(bool, bool)>,
     /// Bounds the bindings (and failure reports) in flight.
@@ -81,6 +83,7 @@ impl Scheduler {
         metrics: Arc<Metrics>,
         pdbs: Store<PodDisruptionBudget>,
         owners: Owners,
+        volumes: crate::volumes::Volumes,
     ) -> Arc<Scheduler> {
         Arc::new(Scheduler {
             state: Mutex::new(State::default()),
@@ -91,6 +94,7 @@ impl Scheduler {
             metrics,
             pdbs,
             owners,
+            volumes,
             synced: Mutex::new((false, false)),
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
             events: Arc::new(Semaphore::new(MAX_EVENTS_IN_FLIGHT)),
@@ -419,16 +423,45 @@ impl Scheduler {
         {
             ctx.set_default_spread(&sel);
         }
+        let rejected = match self.volumes.pre_filter(&pod) {
+            Ok(v) => {
+                ctx.volumes = v.map(Arc::new);
+                None
+            }
+            Err(status) => Some(status),
+        };
         let mut st = self.lock();
         let pct = self.percentage;
-        let outcome = {
-            let State {
-                cache, next_start, ..
-            } = &mut *st;
-            schedule_pod(&ctx, cache, next_start, pct, rng)
+        let outcome = match rejected {
+            // A PreFilter rejection stands for every node (upstream's absent-nodes status).
+            Some(status) => Outcome::NoFit(FitError {
+                num_all_nodes: st.cache.nodes.len(),
+                node_status: st
+                    .cache
+                    .nodes
+                    .iter()
+                    .map(|n| (n.name.clone(), status.clone()))
+                    .collect(),
+                absent_reason: None,
+                post_filter_msg: None,
+                pre_filter_msg: Some(status.reasons.join(", ")),
+            }),
+            None => {
+                let State {
+                    cache, next_start, ..
+                } = &mut *st;
+                schedule_pod(&ctx, cache, next_start, pct, rng)
+            }
         };
         match outcome {
             Outcome::Fit { node } => {
+                // VolumeBinding's plan for the node, carried out in PreBind.
+                let actions = match (&ctx.volumes, st.cache.node(&node)) {
+                    (Some(v), Some(info)) => {
+                        crate::volumes::Volumes::plan(v, info).unwrap_or_default()
+                    }
+                    _ => Vec::new(),
+                };
                 let mut info = ctx.info.clone();
                 info.node = node.clone();
                 st.cache.assume(info);
@@ -436,7 +469,8 @@ impl Scheduler {
                 drop(st);
                 let this = self.clone();
                 tokio::spawn(async move {
-                    this.bind(key, qp, node, profile, started, permit).await;
+                    this.bind(key, qp, node, actions, profile, started, permit)
+                        .await;
                 });
             }
             Outcome::NoFit(mut fit) => {
@@ -485,11 +519,13 @@ impl Scheduler {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn bind(
         self: Arc<Self>,
         key: String,
         qp: crate::queue::QueuedPod,
         node: String,
+        actions: Vec<crate::volumes::Action>,
         profile: String,
         started: Instant,
         permit: OwnedSemaphorePermit,
@@ -498,6 +534,31 @@ impl Scheduler {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or("");
         let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        if !actions.is_empty()
+            && let Err(why) = self
+                .volumes
+                .pre_bind(self.writer.client(), ns, &node, actions)
+                .await
+        {
+            drop(permit);
+            self.metrics
+                .attempt("error", &profile, started.elapsed().as_secs_f64());
+            tracing::info!(pod = %key, %node, error = %why, "volume binding failed");
+            self.forget_assumed(&key, &qp, true);
+            let Ok(_events) = self.events.clone().acquire_owned().await else {
+                return;
+            };
+            self.writer
+                .event(
+                    &pod_ref(ns, name, uid),
+                    true,
+                    "FailedScheduling",
+                    "Scheduling",
+                    format!("running PreBind plugin \"VolumeBinding\": {why}"),
+                )
+                .await;
+            return;
+        }
         let result = self.writer.bind(ns, name, uid, &node).await;
         drop(permit);
         let Ok(_events) = self.events.clone().acquire_owned().await else {
@@ -526,18 +587,7 @@ impl Scheduler {
                     .attempt("error", &profile, started.elapsed().as_secs_f64());
                 let gone = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
                 tracing::warn!(pod = %key, %node, error = %e, "binding failed");
-                {
-                    let mut st = self.lock();
-                    if st.cache.assumed.contains(&key) {
-                        st.cache.remove_pod(&key);
-                        if !gone {
-                            st.queue
-                                .backoff(&key, qp.pod.clone(), qp.attempts, qp.initial);
-                        }
-                        st.queue.move_unschedulable(None);
-                    }
-                }
-                self.wake.notify_one();
+                self.forget_assumed(&key, &qp, !gone);
                 if !gone {
                     self.writer
                         .event(
@@ -550,6 +600,34 @@ impl Scheduler {
                         .await;
                 }
             }
+        }
+    }
+
+    /// Drops a pod assumed on a node whose binding failed, queues it again with backoff
+    /// (`retry`) and gives parked pods another chance, as the freed room may fit them.
+    fn forget_assumed(&self, key: &str, qp: &crate::queue::QueuedPod, retry: bool) {
+        {
+            let mut st = self.lock();
+            if st.cache.assumed.contains(key) {
+                st.cache.remove_pod(key);
+                if retry {
+                    st.queue
+                        .backoff(key, qp.pod.clone(), qp.attempts, qp.initial);
+                }
+                st.queue.move_unschedulable(None);
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    /// Claims, volumes or classes changed: pods parked by VolumeBinding try again.
+    pub fn volumes_changed(&self) {
+        let moved = self
+            .lock()
+            .queue
+            .move_unschedulable(Some(&[crate::volumes::PLUGIN]));
+        if moved > 0 {
+            self.wake.notify_one();
         }
     }
 
@@ -603,11 +681,29 @@ where
         + Sync
         + 'static,
 {
+    reflect_notify(client, shutdown, None)
+}
+
+/// [`reflect`], waking `changed` whenever an object is added, changed or deleted.
+pub fn reflect_notify<K>(
+    client: kube::Client,
+    shutdown: CancellationToken,
+    changed: Option<Arc<Notify>>,
+) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
     let (reader, writer) = reflector::store();
     let api: Api<K> = Api::all(client);
     let stream = reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()))
         .default_backoff()
-        .applied_objects();
+        .touched_objects();
     tokio::spawn(async move {
         let mut stream = stream.boxed();
         loop {
@@ -616,7 +712,11 @@ where
                 ev = stream.next() => match ev {
                     None => return,
                     Some(Err(e)) => tracing::debug!(error = %e, "watch failed"),
-                    Some(Ok(_)) => {}
+                    Some(Ok(_)) => {
+                        if let Some(n) = &changed {
+                            n.notify_one();
+                        }
+                    }
                 }
             }
         }

@@ -15,6 +15,7 @@
 pub mod cel_authz;
 pub mod cel_cost;
 pub mod cel_env;
+pub mod default_storage_class;
 pub mod default_toleration_seconds;
 pub mod delete;
 pub mod limit_ranger;
@@ -276,6 +277,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "PodSecurity",
     "Priority",
     "DefaultTolerationSeconds",
+    "DefaultStorageClass",
     "StorageObjectInUseProtection",
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
@@ -294,6 +296,7 @@ pub const DEFAULT_ON: &[&str] = &[
     "PodSecurity",
     "Priority",
     "DefaultTolerationSeconds",
+    "DefaultStorageClass",
     "StorageObjectInUseProtection",
     "MutatingAdmissionWebhook",
     "ValidatingAdmissionPolicy",
@@ -399,6 +402,9 @@ impl Chain {
                 "DefaultTolerationSeconds" => mutating.push(Box::new(
                     default_toleration_seconds::DefaultTolerationSeconds,
                 )),
+                "DefaultStorageClass" => {
+                    mutating.push(Box::new(default_storage_class::DefaultStorageClass))
+                }
                 "StorageObjectInUseProtection" => {
                     mutating.push(Box::new(storage_protection::StorageObjectInUseProtection))
                 }

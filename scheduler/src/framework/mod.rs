@@ -92,6 +92,8 @@ pub struct PodCtx<'a> {
     pub spread: Vec<SpreadConstraint>,
     /// The constraints are the system defaults (nodes need not carry every key).
     pub spread_defaulted: bool,
+    /// VolumeBinding's PreFilter result: the pod's claims (None: it mounts none).
+    pub volumes: Option<Arc<crate::volumes::PodVolumes>>,
 }
 
 const EMPTY_TOLERATIONS: &[Toleration] = &[];
@@ -151,6 +153,7 @@ impl<'a> PodCtx<'a> {
                 .unwrap_or(EMPTY_PREFERRED),
             spread,
             spread_defaulted: false,
+            volumes: None,
         }
     }
 
@@ -228,6 +231,7 @@ pub fn run_filters(ctx: &PodCtx<'_>, state: &CycleState, node: &NodeInfo) -> Res
     filter::node_affinity::filter(ctx, node)?;
     filter::node_ports::filter(ctx, node)?;
     filter::node_resources_fit::filter(ctx, node, state.nominated.get(&node.name))?;
+    crate::volumes::Volumes::filter(ctx.volumes.as_deref(), node)?;
     filter::pod_topology_spread::filter(ctx, state.spread.as_ref(), node)?;
     filter::inter_pod_affinity::filter(ctx, state.inter_pod.as_ref(), node)?;
     Ok(())
@@ -245,6 +249,8 @@ pub struct FitError {
     pub absent_reason: Option<String>,
     /// The PostFilter (preemption) message, when it ran and did not succeed.
     pub post_filter_msg: Option<String>,
+    /// A PreFilter plugin's rejection, which then stands for every node.
+    pub pre_filter_msg: Option<String>,
 }
 
 impl FitError {
@@ -252,6 +258,14 @@ impl FitError {
     /// node(s) had untolerated taint {dedicated: gpu}.` plus the preemption summary.
     pub fn message(&self) -> String {
         let mut msg = format!("0/{} nodes are available:", self.num_all_nodes);
+        if let Some(pre) = &self.pre_filter_msg {
+            msg.push_str(&format!(" {pre}."));
+            if let Some(post) = &self.post_filter_msg {
+                msg.push(' ');
+                msg.push_str(post);
+            }
+            return msg;
+        }
         let mut hist: BTreeMap<&str, usize> = BTreeMap::new();
         for s in self.node_status.values() {
             for r in &s.reasons {
@@ -352,6 +366,7 @@ pub fn schedule_pod(
             node_status: HashMap::new(),
             absent_reason: None,
             post_filter_msg: None,
+            pre_filter_msg: None,
         });
     }
     let state = CycleState::prefilter(ctx, cache);
@@ -395,6 +410,7 @@ pub fn schedule_pod(
             node_status: failed,
             absent_reason: None,
             post_filter_msg: None,
+            pre_filter_msg: None,
         });
     }
     if feasible.len() == 1 {
@@ -453,6 +469,7 @@ mod tests {
             post_filter_msg: Some(
                 "preemption: 0/5 nodes are available: 2 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.".into(),
             ),
+            pre_filter_msg: None,
         };
         assert_eq!(
             e.message(),
