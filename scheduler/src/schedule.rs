@@ -534,32 +534,26 @@ impl Scheduler {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or("");
         let uid = pod.metadata.uid.as_deref().unwrap_or("");
-        if !actions.is_empty()
-            && let Err(why) = self
-                .volumes
-                .pre_bind(self.writer.client(), ns, &node, actions)
-                .await
-        {
-            drop(permit);
-            self.metrics
-                .attempt("error", &profile, started.elapsed().as_secs_f64());
-            tracing::info!(pod = %key, %node, error = %why, "volume binding failed");
-            self.forget_assumed(&key, &qp, true);
-            let Ok(_events) = self.events.clone().acquire_owned().await else {
-                return;
-            };
-            self.writer
-                .event(
-                    &pod_ref(ns, name, uid),
-                    true,
-                    "FailedScheduling",
-                    "Scheduling",
-                    format!("running PreBind plugin \"VolumeBinding\": {why}"),
-                )
-                .await;
-            return;
+        // PreBind (VolumeBinding), then the binding; an error says whether to retry (not
+        // when the pod is gone or already bound) and what FailedScheduling reports.
+        let result: Result<(), (bool, String)> = async {
+            if !actions.is_empty() {
+                self.volumes
+                    .pre_bind(self.writer.client(), ns, &node, actions)
+                    .await
+                    .map_err(|why| {
+                        (
+                            true,
+                            format!("running PreBind plugin \"VolumeBinding\": {why}"),
+                        )
+                    })?;
+            }
+            self.writer.bind(ns, name, uid, &node).await.map_err(|e| {
+                let gone = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
+                (!gone, format!("Binding rejected: {e}"))
+            })
         }
-        let result = self.writer.bind(ns, name, uid, &node).await;
+        .await;
         drop(permit);
         let Ok(_events) = self.events.clone().acquire_owned().await else {
             return;
@@ -582,20 +576,19 @@ impl Scheduler {
                     )
                     .await;
             }
-            Err(e) => {
+            Err((retry, message)) => {
                 self.metrics
                     .attempt("error", &profile, started.elapsed().as_secs_f64());
-                let gone = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
-                tracing::warn!(pod = %key, %node, error = %e, "binding failed");
-                self.forget_assumed(&key, &qp, !gone);
-                if !gone {
+                tracing::warn!(pod = %key, %node, error = %message, "binding failed");
+                self.forget_assumed(&key, &qp, retry);
+                if retry {
                     self.writer
                         .event(
                             &pod_ref(ns, name, uid),
                             true,
                             "FailedScheduling",
                             "Scheduling",
-                            format!("Binding rejected: {e}"),
+                            message,
                         )
                         .await;
                 }

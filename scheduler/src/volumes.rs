@@ -139,30 +139,9 @@ fn fully_bound(c: &PersistentVolumeClaim) -> bool {
         && annotation(&c.metadata, BIND_COMPLETED).is_some()
 }
 
-/// A storage quantity in bytes (the suffixes claims and volumes use).
+/// A storage quantity in bytes, rounded up.
 fn bytes(q: &str) -> Option<u128> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let value: f64 = num.parse().ok()?;
-    let mult: f64 = match suffix {
-        "" => 1.0,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "m" => 1e-3,
-        _ => return None,
-    };
-    Some((value * mult).ceil() as u128)
+    lean::quantity::to_f64(q).map(|b| b.max(0.0).ceil() as u128)
 }
 
 fn requested(c: &PersistentVolumeClaim) -> u128 {
