@@ -836,6 +836,7 @@ mod tests {
                 "PodSecurity",
                 "Priority",
                 "DefaultTolerationSeconds",
+                "DefaultStorageClass",
                 "StorageObjectInUseProtection",
                 "MutatingAdmissionWebhook",
                 "ValidatingAdmissionPolicy",
@@ -860,7 +861,7 @@ mod tests {
             enable: vec![],
             disable: vec!["PodSecurity".into()],
         };
-        assert_eq!(off.enabled().unwrap().len(), 12);
+        assert_eq!(off.enabled().unwrap().len(), 13);
     }
 
     #[test]
