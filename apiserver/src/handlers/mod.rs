@@ -1112,19 +1112,8 @@ async fn create(
     // admission (upstream's `BeginCreate`): webhooks and policies see them, and a dry run
     // answers with the addresses a real create would get, reserving nothing.
     let taken = if is_service(r) {
-        let key = registry::key(r, namespace, object::meta_str(&obj, "name"));
-        if generate_name.is_none()
-            && ctx
-                .storage
-                .get(&key)
-                .await
-                .map_err(storage_error)?
-                .is_some()
-        {
-            return Err(ApiError::AlreadyExists {
-                resource: object::group_resource(r),
-                name: object::meta_str(&obj, "name").to_owned(),
-            });
+        if generate_name.is_none() {
+            ensure_absent(ctx, r, namespace, object::meta_str(&obj, "name")).await?;
         }
         service::allocate(ctx, &ctx.service_range, &mut obj, dry_run(q)).await?
     } else {
@@ -1192,20 +1181,7 @@ async fn create_admitted(
     if dry_run(q) {
         // Upstream's dry-run storage still checks the key: a dry-run create of an existing
         // name is the same 409 AlreadyExists as a real one.
-        let name = object::meta_str(&obj, "name");
-        let key = registry::key(r, namespace, name);
-        if ctx
-            .storage
-            .get(&key)
-            .await
-            .map_err(storage_error)?
-            .is_some()
-        {
-            return Err(ApiError::AlreadyExists {
-                resource: object::group_resource(r),
-                name: name.to_owned(),
-            });
-        }
+        ensure_absent(ctx, r, namespace, object::meta_str(&obj, "name")).await?;
         return Ok(with_warnings(
             object_response(StatusCode::CREATED, obj),
             &warnings,
@@ -1254,6 +1230,24 @@ async fn create_admitted(
         object_response(StatusCode::CREATED, obj),
         &warnings,
     ))
+}
+
+/// 409 AlreadyExists when an object named `name` is stored.
+async fn ensure_absent(ctx: &Ctx, r: &ResourceInfo, namespace: &str, name: &str) -> Result<()> {
+    let key = registry::key(r, namespace, name);
+    if ctx
+        .storage
+        .get(&key)
+        .await
+        .map_err(storage_error)?
+        .is_some()
+    {
+        return Err(ApiError::AlreadyExists {
+            resource: object::group_resource(r),
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// Storage attempts of a create with `generateName` (upstream's
